@@ -1,0 +1,30 @@
+/*
+ * log.h — the daemon's log: one line per event on stderr, with an ISO-8601
+ * UTC timestamp and the level. The level can change at run time (SIGHUP).
+ */
+#ifndef KVT_LOG_H
+#define KVT_LOG_H
+
+enum kvt_log_level {
+	KVT_LOG_ERROR,
+	KVT_LOG_WARN,
+	KVT_LOG_INFO,
+	KVT_LOG_DEBUG,
+};
+
+/* Parses "error", "warn", "info" or "debug"; -EINVAL otherwise. */
+int kvt_log_level_parse(const char *name, enum kvt_log_level *level);
+const char *kvt_log_level_name(enum kvt_log_level level);
+
+void kvt_log_set_level(enum kvt_log_level level);
+enum kvt_log_level kvt_log_get_level(void);
+
+void kvt_log(enum kvt_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define log_error(...) kvt_log(KVT_LOG_ERROR, __VA_ARGS__)
+#define log_warn(...)  kvt_log(KVT_LOG_WARN, __VA_ARGS__)
+#define log_info(...)  kvt_log(KVT_LOG_INFO, __VA_ARGS__)
+#define log_debug(...) kvt_log(KVT_LOG_DEBUG, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,146 @@
+/*
+ * http.c — see http.h. The endpoints here are the probes Kubernetes needs
+ * from the first version on: /healthz and /readyz. Every failure answers
+ * the one JSON error shape {"error": {"code", "message"}}.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+#include "settings.h"
+
+#define HTTP_CONNECTION_LIMIT 256
+#define HTTP_PER_IP_LIMIT 64
+#define HTTP_TIMEOUT_S 30
+
+struct http_server {
+	struct MHD_Daemon *mhd;
+	struct http_ctx *ctx;
+};
+
+static enum MHD_Result respond_json(struct MHD_Connection *conn, unsigned status,
+				    const char *body)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	enum MHD_Result ret = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result respond_error(struct MHD_Connection *conn, unsigned status,
+				     const char *code, const char *message)
+{
+	char body[512];
+	snprintf(body, sizeof(body), "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n",
+		 code, message);
+	return respond_json(conn, status, body);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+			      const char *method, const char *version,
+			      const char *upload_data, size_t *upload_data_size,
+			      void **con_cls)
+{
+	struct http_server *srv = cls;
+	(void)version;
+	(void)upload_data;
+	/* First call per request: headers only; answer on the next one. */
+	if (!*con_cls) {
+		*con_cls = srv;
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		*upload_data_size = 0; /* no endpoint here takes a body */
+		return MHD_YES;
+	}
+	bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+		   strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+	if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0) {
+		if (!get)
+			return respond_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+					     "method_not_allowed", "use GET");
+		if (strcmp(url, "/healthz") == 0)
+			return respond_json(conn, MHD_HTTP_OK, "{\"status\":\"ok\"}\n");
+		if (atomic_load(&srv->ctx->ready))
+			return respond_json(conn, MHD_HTTP_OK, "{\"status\":\"ready\"}\n");
+		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
+				     "tiers are still opening");
+	}
+	return respond_error(conn, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint");
+}
+
+static int listen_addr(const char *listen, struct sockaddr_storage *ss, char *why,
+		       size_t whylen)
+{
+	char host[256];
+	uint16_t port;
+	memset(ss, 0, sizeof(*ss));
+	if (kvtd_parse_listen(listen, host, sizeof(host), &port)) {
+		snprintf(why, whylen, "bad address '%s'", listen);
+		return -EINVAL;
+	}
+	struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+	if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+		in4->sin_family = AF_INET;
+		in4->sin_port = htons(port);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(port);
+		return 0;
+	}
+	snprintf(why, whylen, "'%s' is not a numeric IPv4 or IPv6 address", host);
+	return -EINVAL;
+}
+
+struct http_server *http_start(const char *listen, struct http_ctx *ctx, char *why,
+			       size_t whylen)
+{
+	struct sockaddr_storage ss;
+	if (listen_addr(listen, &ss, why, whylen))
+		return NULL;
+	struct http_server *srv = calloc(1, sizeof(*srv));
+	if (!srv) {
+		snprintf(why, whylen, "out of memory");
+		return NULL;
+	}
+	srv->ctx = ctx;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	if (ss.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, srv,
+				    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+				    MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
+				    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP_LIMIT,
+				    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S,
+				    MHD_OPTION_END);
+	if (!srv->mhd) {
+		snprintf(why, whylen, "cannot listen on %s (in use, or not an address of this host)",
+			 listen);
+		free(srv);
+		return NULL;
+	}
+	return srv;
+}
+
+void http_stop(struct http_server *srv)
+{
+	if (!srv)
+		return;
+	MHD_stop_daemon(srv->mhd);
+	free(srv);
+}

@@ -1,0 +1,675 @@
+/* l1.c — see l1.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l1.h"
+
+enum part_state { PART_EMPTY, PART_WRITING, PART_STORED };
+
+struct l1_part {
+	uint8_t *data;      /* the arena slot, NULL while empty */
+	uint32_t length;
+	uint8_t state;
+};
+
+struct l1_item {
+	struct index_entry entry;   /* first: the index hands back this pointer */
+	struct l1_item *lru_prev, *lru_next;
+	const struct kvt_ns *ns;
+	uint32_t pins;
+	uint16_t nparts;
+	uint16_t nstored;
+	struct l1_part parts[];
+};
+
+struct l1_lease {
+	uint64_t id;                /* 0 while free */
+	uint64_t expiry_ms;
+	struct l1_lease *prev, *next;  /* expiry order, or the free list */
+	uint32_t generation;
+	uint32_t nitems;
+	struct l1_item **items;
+};
+
+#define STAT_ADD(l1, field, n)                                                   \
+	atomic_store_explicit(&(l1)->stats.field,                                \
+			      atomic_load_explicit(&(l1)->stats.field,           \
+						   memory_order_relaxed) + (n),  \
+			      memory_order_relaxed)
+#define STAT_SUB(l1, field, n) STAT_ADD(l1, field, -(uint64_t)(n))
+#define STAT_SET(l1, field, v) \
+	atomic_store_explicit(&(l1)->stats.field, (v), memory_order_relaxed)
+
+static const char *const evict_reason_names[L1_EVICT_NREASONS] = {
+	[L1_EVICT_WATERMARK] = "watermark",
+	[L1_EVICT_CAPACITY] = "capacity",
+	[L1_EVICT_ADMIN] = "admin",
+};
+
+const char *l1_evict_reason_name(enum l1_evict_reason reason)
+{
+	return evict_reason_names[reason];
+}
+
+
+/* --- LRU: the unpinned items, most recent at the head --- */
+
+static void lru_unlink(struct l1 *l1, struct l1_item *it)
+{
+	if (it->lru_prev)
+		it->lru_prev->lru_next = it->lru_next;
+	else
+		l1->lru_head = it->lru_next;
+	if (it->lru_next)
+		it->lru_next->lru_prev = it->lru_prev;
+	else
+		l1->lru_tail = it->lru_prev;
+	it->lru_prev = it->lru_next = NULL;
+}
+
+static void lru_push_head(struct l1 *l1, struct l1_item *it)
+{
+	it->lru_prev = NULL;
+	it->lru_next = l1->lru_head;
+	if (l1->lru_head)
+		l1->lru_head->lru_prev = it;
+	else
+		l1->lru_tail = it;
+	l1->lru_head = it;
+}
+
+static void lru_touch(struct l1 *l1, struct l1_item *it)
+{
+	if (it->pins == 0 && l1->lru_head != it) {
+		lru_unlink(l1, it);
+		lru_push_head(l1, it);
+	}
+}
+
+/* --- items --- */
+
+static bool item_complete(const struct l1_item *it)
+{
+	return it->nstored == it->nparts;
+}
+
+static void item_pin(struct l1 *l1, struct l1_item *it)
+{
+	if (it->pins++ == 0) {
+		lru_unlink(l1, it);
+		STAT_ADD(l1, pinned_items, 1);
+	}
+}
+
+static void item_free_part(struct l1 *l1, struct l1_item *it, struct l1_part *part)
+{
+	struct kvt_ns *ns = (struct kvt_ns *)it->ns;
+	if (part->state == PART_STORED)
+		it->nstored--;
+	arena_free(&l1->arena, part->data);
+	ns->l1_bytes -= ns->l1_class->slot_size;
+	part->data = NULL;
+	part->length = 0;
+	part->state = PART_EMPTY;
+	STAT_SET(l1, used_bytes, l1->arena.used_bytes);
+}
+
+/* Removes an unpinned item from the index and LRU and frees it. */
+static void item_destroy(struct l1 *l1, struct l1_item *it)
+{
+	if (item_complete(it))
+		STAT_SUB(l1, complete_items, 1);
+	for (uint16_t r = 0; r < it->nparts; r++)
+		if (it->parts[r].data)
+			item_free_part(l1, it, &it->parts[r]);
+	lru_unlink(l1, it);
+	index_remove(&l1->index, &it->entry);
+	((struct kvt_ns *)it->ns)->l1_items--;
+	STAT_SUB(l1, items, 1);
+	free(it);
+}
+
+static bool item_has_parts(const struct l1_item *it)
+{
+	for (uint16_t r = 0; r < it->nparts; r++)
+		if (it->parts[r].data)
+			return true;
+	return false;
+}
+
+/* Drops a pin; an item left with no parts at all is removed. */
+static void item_unpin(struct l1 *l1, struct l1_item *it)
+{
+	if (--it->pins > 0)
+		return;
+	STAT_SUB(l1, pinned_items, 1);
+	lru_push_head(l1, it);
+	if (!item_has_parts(it))
+		item_destroy(l1, it);
+}
+
+static struct l1_item *item_find(const struct l1 *l1, const struct kvt_ns *ns,
+				 const struct kvt_key *key, uint64_t *hash)
+{
+	*hash = index_hash(&l1->index, ns->id, key);
+	return (struct l1_item *)index_find(&l1->index, ns->id, key, *hash);
+}
+
+static struct l1_item *item_create(struct l1 *l1, const struct kvt_ns *ns,
+				   const struct kvt_key *key, uint64_t hash)
+{
+	struct l1_item *it = calloc(1, sizeof(*it) + ns->tp_size * sizeof(it->parts[0]));
+	if (!it)
+		return NULL;
+	it->entry.hash = hash;
+	it->entry.ns_id = ns->id;
+	it->entry.key = *key;
+	it->ns = ns;
+	it->nparts = ns->tp_size;
+	index_insert(&l1->index, &it->entry);
+	lru_push_head(l1, it);
+	((struct kvt_ns *)ns)->l1_items++;
+	STAT_ADD(l1, items, 1);
+	return it;
+}
+
+/* --- eviction --- */
+
+static void offer_to_lower(struct l1 *l1, struct l1_item *it, enum l1_evict_reason reason)
+{
+	if (!l1->lower.take_victim || !item_complete(it))
+		return;
+	const uint8_t *parts[KVT_TP_MAX];
+	uint32_t lengths[KVT_TP_MAX];
+	for (uint16_t r = 0; r < it->nparts; r++) {
+		parts[r] = it->parts[r].data;
+		lengths[r] = it->parts[r].length;
+	}
+	struct l1_victim v = {
+		.ns = it->ns, .key = &it->entry.key, .nparts = it->nparts,
+		.parts = parts, .lengths = lengths, .reason = reason,
+	};
+	l1->lower.take_victim(l1->lower.ctx, &v);
+	STAT_ADD(l1, victims_to_lower, 1);
+}
+
+static void count_eviction(struct l1 *l1, enum l1_evict_reason reason)
+{
+	switch (reason) {
+	case L1_EVICT_WATERMARK: STAT_ADD(l1, evictions_watermark, 1); break;
+	case L1_EVICT_CAPACITY: STAT_ADD(l1, evictions_capacity, 1); break;
+	case L1_EVICT_ADMIN: STAT_ADD(l1, evictions_admin, 1); break;
+	case L1_EVICT_NREASONS: break;
+	}
+}
+
+/* Evicts one unpinned item; returns the slot bytes it freed. */
+static uint64_t item_evict(struct l1 *l1, struct l1_item *it, enum l1_evict_reason reason)
+{
+	uint64_t before = l1->arena.used_bytes;
+	offer_to_lower(l1, it, reason);
+	count_eviction(l1, reason);
+	item_destroy(l1, it);
+	uint64_t freed = before - l1->arena.used_bytes;
+	STAT_ADD(l1, evicted_bytes, freed);
+	return freed;
+}
+
+uint64_t l1_evict(struct l1 *l1, uint64_t bytes, enum l1_evict_reason reason)
+{
+	uint64_t freed = 0;
+	while (freed < bytes && l1->lru_tail)
+		freed += item_evict(l1, l1->lru_tail, reason);
+	return freed;
+}
+
+/* Evicts every unpinned item with a part in region r. */
+static void reclaim_region(struct l1 *l1, uint32_t r)
+{
+	uint32_t nslots;
+	for (uint32_t i = 0;; i++) {
+		struct l1_item *owner = arena_region_owner(&l1->arena, r, i, &nslots);
+		if (i >= nslots)
+			break;
+		if (owner && owner->pins == 0)
+			item_evict(l1, owner, L1_EVICT_CAPACITY);
+	}
+}
+
+static const uint8_t *item_any_slot(const struct l1_item *it)
+{
+	for (uint16_t r = 0; r < it->nparts; r++)
+		if (it->parts[r].data)
+			return it->parts[r].data;
+	return NULL;
+}
+
+/*
+ * Makes a slot of class c available: first the watermarks (a high watermark
+ * of 1 turns them off: eviction then frees only what each store needs), then, when c has
+ * no free slot and no region is free, the LRU victim goes; if it is of
+ * another class, so does every unpinned item sharing its region, which
+ * frees the whole region for c. Every round removes at least the LRU tail,
+ * so this ends.
+ */
+static int make_room(struct l1 *l1, struct arena_class *c)
+{
+	uint64_t used = l1->arena.used_bytes;
+	if (l1->high_watermark < 1.0 && used + c->slot_size > l1->high_bytes)
+		l1_evict(l1, used + c->slot_size - l1->low_bytes, L1_EVICT_WATERMARK);
+	while (!arena_can_alloc(&l1->arena, c)) {
+		struct l1_item *victim = l1->lru_tail;
+		if (!victim)
+			return -KVT_EALLPINNED;
+		const uint8_t *slot = item_any_slot(victim);
+		if (victim->ns->l1_class == c || !slot)
+			item_evict(l1, victim, L1_EVICT_CAPACITY);
+		else
+			reclaim_region(l1, arena_region_index(&l1->arena, slot));
+	}
+	return 0;
+}
+
+/* --- lifecycle --- */
+
+static void set_watermark_bytes(struct l1 *l1, double high, double low)
+{
+	l1->high_watermark = high;
+	l1->low_watermark = low;
+	l1->high_bytes = (uint64_t)(high * (double)l1->arena.size);
+	l1->low_bytes = (uint64_t)(low * (double)l1->arena.size);
+}
+
+static bool watermarks_valid(double high, double low)
+{
+	return low > 0.0 && low < high && high <= 1.0;
+}
+
+int l1_init(struct l1 *l1, const struct l1_config *cfg)
+{
+	memset(l1, 0, sizeof(*l1));
+	if (!watermarks_valid(cfg->high_watermark, cfg->low_watermark) ||
+	    cfg->max_leases == 0)
+		return -EINVAL;
+	int err = arena_init(&l1->arena, cfg->size, cfg->region_size, cfg->hugepages);
+	if (err)
+		return err;
+	/* Start the index at a size that holds a region's worth of small items. */
+	err = index_init(&l1->index, l1->arena.max_slots);
+	if (err)
+		goto fail;
+	l1->leases = calloc(cfg->max_leases, sizeof(*l1->leases));
+	if (!l1->leases) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	l1->max_leases = cfg->max_leases;
+	l1->max_lease_ms = cfg->max_lease_ms;
+	for (uint32_t i = cfg->max_leases; i-- > 0;) {
+		l1->leases[i].next = l1->lease_free;
+		l1->lease_free = &l1->leases[i];
+	}
+	set_watermark_bytes(l1, cfg->high_watermark, cfg->low_watermark);
+	STAT_SET(l1, capacity_bytes, l1->arena.size);
+	return 0;
+fail:
+	l1_destroy(l1);
+	return err;
+}
+
+static void lease_drop(struct l1 *l1, struct l1_lease *lease);
+
+void l1_destroy(struct l1 *l1)
+{
+	while (l1->lease_first)
+		lease_drop(l1, l1->lease_first);
+	if (l1->index.buckets) {
+		for (uint64_t b = 0; b <= l1->index.mask; b++) {
+			struct index_entry *e = l1->index.buckets[b];
+			while (e) {
+				struct index_entry *next = e->next;
+				free(e);
+				e = next;
+			}
+		}
+	}
+	free(l1->leases);
+	index_destroy(&l1->index);
+	arena_destroy(&l1->arena);
+	memset(l1, 0, sizeof(*l1));
+}
+
+int l1_ns_open(struct l1 *l1, struct kvt_ns *ns)
+{
+	int err = 0;
+	struct arena_class *c = arena_class_get(&l1->arena, ns->block_bytes, &err);
+	if (!c)
+		return err;
+	ns->l1_class = c;
+	return 0;
+}
+
+void l1_set_lower_tier(struct l1 *l1, const struct l1_lower_tier *lower)
+{
+	if (lower)
+		l1->lower = *lower;
+	else
+		memset(&l1->lower, 0, sizeof(l1->lower));
+}
+
+int l1_set_watermarks(struct l1 *l1, double high, double low)
+{
+	if (!watermarks_valid(high, low))
+		return -EINVAL;
+	set_watermark_bytes(l1, high, low);
+	if (high < 1.0 && l1->arena.used_bytes > l1->high_bytes)
+		l1_evict(l1, l1->arena.used_bytes - l1->low_bytes, L1_EVICT_WATERMARK);
+	return 0;
+}
+
+/* --- store and load --- */
+
+int l1_store_begin(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *key,
+		   uint16_t rank, uint32_t length, struct l1_ref *ref)
+{
+	if (rank >= ns->tp_size)
+		return -EINVAL;
+	if (length == 0 || length > ns->block_bytes)
+		return -ERANGE;
+	uint64_t hash;
+	struct l1_item *it = item_find(l1, ns, key, &hash);
+	if (it && it->parts[rank].state != PART_EMPTY) {
+		STAT_ADD(l1, parts_duplicate, 1);
+		return -EEXIST;
+	}
+	if (!it && !(it = item_create(l1, ns, key, hash))) {
+		STAT_ADD(l1, store_failures, 1);
+		return -ENOMEM;
+	}
+	item_pin(l1, it); /* keeps make_room from evicting the item we fill */
+	int err = make_room(l1, ns->l1_class);
+	void *slot = err ? NULL : arena_alloc(&l1->arena, ns->l1_class, it);
+	if (!slot) {
+		STAT_ADD(l1, store_failures, 1);
+		item_unpin(l1, it);
+		return err ? err : -KVT_EALLPINNED;
+	}
+	((struct kvt_ns *)ns)->l1_bytes += ns->l1_class->slot_size;
+	STAT_SET(l1, used_bytes, l1->arena.used_bytes);
+	struct l1_part *part = &it->parts[rank];
+	part->data = slot;
+	part->length = length;
+	part->state = PART_WRITING;
+	*ref = (struct l1_ref){.item = it, .rank = rank, .data = slot, .length = length};
+	return 0;
+}
+
+void l1_store_commit(struct l1 *l1, struct l1_ref *ref)
+{
+	struct l1_item *it = ref->item;
+	it->parts[ref->rank].state = PART_STORED;
+	if (++it->nstored == it->nparts)
+		STAT_ADD(l1, complete_items, 1);
+	STAT_ADD(l1, parts_stored, 1);
+	STAT_ADD(l1, bytes_stored, ref->length);
+	item_unpin(l1, it);
+	ref->item = NULL;
+}
+
+void l1_store_abort(struct l1 *l1, struct l1_ref *ref)
+{
+	item_free_part(l1, ref->item, &ref->item->parts[ref->rank]);
+	STAT_ADD(l1, store_failures, 1);
+	item_unpin(l1, ref->item);
+	ref->item = NULL;
+}
+
+int l1_load_begin(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *key,
+		  uint16_t rank, struct l1_ref *ref)
+{
+	if (rank >= ns->tp_size)
+		return -EINVAL;
+	uint64_t hash;
+	struct l1_item *it = item_find(l1, ns, key, &hash);
+	if (!it || !item_complete(it)) {
+		STAT_ADD(l1, load_misses, 1);
+		return -ENOENT;
+	}
+	item_pin(l1, it);
+	const struct l1_part *part = &it->parts[rank];
+	*ref = (struct l1_ref){.item = it, .rank = rank, .data = part->data,
+			       .length = part->length};
+	return 0;
+}
+
+void l1_load_end(struct l1 *l1, struct l1_ref *ref)
+{
+	STAT_ADD(l1, loads, 1);
+	STAT_ADD(l1, bytes_loaded, ref->length);
+	item_unpin(l1, ref->item);
+	ref->item = NULL;
+}
+
+/* --- leases --- */
+
+static void lease_list_insert(struct l1 *l1, struct l1_lease *lease)
+{
+	/* Leases mostly share one TTL, so the right place is near the tail. */
+	struct l1_lease *after = l1->lease_last;
+	while (after && after->expiry_ms > lease->expiry_ms)
+		after = after->prev;
+	lease->prev = after;
+	lease->next = after ? after->next : l1->lease_first;
+	if (lease->next)
+		lease->next->prev = lease;
+	else
+		l1->lease_last = lease;
+	if (after)
+		after->next = lease;
+	else
+		l1->lease_first = lease;
+}
+
+static void lease_list_remove(struct l1 *l1, struct l1_lease *lease)
+{
+	if (lease->prev)
+		lease->prev->next = lease->next;
+	else
+		l1->lease_first = lease->next;
+	if (lease->next)
+		lease->next->prev = lease->prev;
+	else
+		l1->lease_last = lease->prev;
+}
+
+static void lease_drop(struct l1 *l1, struct l1_lease *lease)
+{
+	lease_list_remove(l1, lease);
+	for (uint32_t i = 0; i < lease->nitems; i++)
+		item_unpin(l1, lease->items[i]);
+	free(lease->items);
+	lease->items = NULL;
+	lease->nitems = 0;
+	lease->id = 0;
+	lease->generation++;
+	lease->prev = NULL;
+	lease->next = l1->lease_free;
+	l1->lease_free = lease;
+	STAT_SUB(l1, leases_active, 1);
+}
+
+static int lease_take(struct l1 *l1, struct l1_item **items, uint32_t nitems,
+		      uint64_t expiry_ms, uint64_t *lease_id)
+{
+	struct l1_lease *lease = l1->lease_free;
+	if (!lease)
+		return -ENOSPC;
+	lease->items = malloc(nitems * sizeof(*lease->items));
+	if (!lease->items)
+		return -ENOMEM;
+	l1->lease_free = lease->next;
+	memcpy(lease->items, items, nitems * sizeof(*items));
+	lease->nitems = nitems;
+	for (uint32_t i = 0; i < nitems; i++)
+		item_pin(l1, items[i]);
+	lease->expiry_ms = expiry_ms;
+	lease->id = ((uint64_t)lease->generation << 32) | (uint64_t)(lease - l1->leases + 1);
+	lease_list_insert(l1, lease);
+	*lease_id = lease->id;
+	STAT_ADD(l1, leases_taken, 1);
+	STAT_ADD(l1, leases_active, 1);
+	return 0;
+}
+
+int l1_lease_release(struct l1 *l1, uint64_t lease_id)
+{
+	uint64_t slot = lease_id & 0xffffffffu;
+	if (slot == 0 || slot > l1->max_leases)
+		return -ENOENT;
+	struct l1_lease *lease = &l1->leases[slot - 1];
+	if (lease->id != lease_id)
+		return -ENOENT;
+	lease_drop(l1, lease);
+	STAT_ADD(l1, leases_released, 1);
+	return 0;
+}
+
+unsigned l1_lease_expire(struct l1 *l1, uint64_t now_ms)
+{
+	unsigned n = 0;
+	while (l1->lease_first && l1->lease_first->expiry_ms <= now_ms) {
+		lease_drop(l1, l1->lease_first);
+		STAT_ADD(l1, leases_expired, 1);
+		n++;
+	}
+	return n;
+}
+
+uint64_t l1_lease_next_expiry(const struct l1 *l1)
+{
+	return l1->lease_first ? l1->lease_first->expiry_ms : UINT64_MAX;
+}
+
+/* --- lookup --- */
+
+int l1_lookup(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *keys,
+	      uint32_t nkeys, uint8_t *tiers, uint32_t lease_ms, uint64_t now_ms,
+	      uint32_t *hits, uint64_t *lease_id)
+{
+	struct l1_item *found[256];
+	struct l1_item **leased = found;
+	uint32_t nleased = 0, i;
+	if (lease_ms && nkeys > sizeof(found) / sizeof(found[0]) &&
+	    !(leased = malloc(nkeys * sizeof(*leased))))
+		return -ENOMEM;
+
+	STAT_ADD(l1, lookups, 1);
+	for (i = 0; i < nkeys; i++) {
+		uint64_t hash;
+		struct l1_item *it = item_find(l1, ns, &keys[i], &hash);
+		if (it && item_complete(it)) {
+			tiers[i] = KVT_TIER_L1;
+			lru_touch(l1, it);
+			if (lease_ms)
+				leased[nleased++] = it;
+			STAT_ADD(l1, lookup_hits, 1);
+		} else if (l1->lower.contains &&
+			   l1->lower.contains(l1->lower.ctx, ns, &keys[i])) {
+			tiers[i] = KVT_TIER_L2;
+			STAT_ADD(l1, lookup_lower_hits, 1);
+		} else {
+			break;
+		}
+	}
+	*hits = i;
+	if (i < nkeys)
+		STAT_ADD(l1, lookup_misses, 1);
+	for (; i < nkeys; i++)
+		tiers[i] = KVT_TIER_NONE;
+
+	int err = 0;
+	*lease_id = 0;
+	if (nleased) {
+		uint32_t ttl = lease_ms < l1->max_lease_ms ? lease_ms : l1->max_lease_ms;
+		err = lease_take(l1, leased, nleased, now_ms + ttl, lease_id);
+	}
+	if (leased != found)
+		free(leased);
+	return err;
+}
+
+/* --- stats and invariants --- */
+
+void l1_stats_read(const struct l1 *l1, struct l1_stats_snapshot *out)
+{
+#define L1_SNAP_COPY(name, help) \
+	out->name = atomic_load_explicit(&l1->stats.name, memory_order_relaxed);
+	L1_COUNTERS(L1_SNAP_COPY)
+	L1_GAUGES(L1_SNAP_COPY)
+#undef L1_SNAP_COPY
+}
+
+#define VERIFY(cond, msg)          \
+	do {                       \
+		if (!(cond)) {     \
+			*what = msg; \
+			return -EFAULT; \
+		}                  \
+	} while (0)
+
+static int verify_item(const struct l1 *l1, const struct l1_item *it,
+		       uint64_t *slot_bytes, const char **what)
+{
+	uint64_t hash = index_hash(&l1->index, it->entry.ns_id, &it->entry.key);
+	VERIFY(index_find(&l1->index, it->entry.ns_id, &it->entry.key, hash) ==
+		       &it->entry, "an item is not findable under its key");
+	uint16_t stored = 0;
+	for (uint16_t r = 0; r < it->nparts; r++) {
+		const struct l1_part *p = &it->parts[r];
+		VERIFY((p->data != NULL) == (p->state != PART_EMPTY),
+		       "a part's slot disagrees with its state");
+		VERIFY(p->length <= it->ns->block_bytes, "a part is longer than a block");
+		if (p->data)
+			*slot_bytes += it->ns->l1_class->slot_size;
+		stored += p->state == PART_STORED;
+	}
+	VERIFY(stored == it->nstored, "an item's stored-part count is wrong");
+	VERIFY(it->pins > 0 || item_has_parts(it), "an unpinned item holds no part");
+	return 0;
+}
+
+int l1_verify(const struct l1 *l1, const char **what)
+{
+	uint64_t items = 0, complete = 0, pinned = 0, slot_bytes = 0, in_lru = 0;
+	for (uint64_t b = 0; b <= l1->index.mask; b++) {
+		for (const struct index_entry *e = l1->index.buckets[b]; e; e = e->next) {
+			const struct l1_item *it = (const struct l1_item *)e;
+			int err = verify_item(l1, it, &slot_bytes, what);
+			if (err)
+				return err;
+			items++;
+			complete += item_complete(it);
+			pinned += it->pins > 0;
+		}
+	}
+	const struct l1_item *prev = NULL;
+	for (const struct l1_item *it = l1->lru_head; it; prev = it, it = it->lru_next) {
+		VERIFY(it->pins == 0, "a pinned item is on the LRU list");
+		VERIFY(it->lru_prev == prev, "the LRU list is broken");
+		in_lru++;
+	}
+	VERIFY(prev == l1->lru_tail, "the LRU tail is wrong");
+	VERIFY(in_lru + pinned == items, "the LRU list misses unpinned items");
+	VERIFY(items == l1->index.count, "the index count is wrong");
+	VERIFY(slot_bytes == l1->arena.used_bytes, "used bytes differ from the slots held");
+	VERIFY(l1->arena.used_bytes <= l1->arena.size, "usage exceeds capacity");
+	struct l1_stats_snapshot s;
+	l1_stats_read(l1, &s);
+	VERIFY(s.items == items && s.complete_items == complete &&
+		       s.pinned_items == pinned && s.used_bytes == slot_bytes,
+	       "a gauge disagrees with the items");
+	return 0;
+}

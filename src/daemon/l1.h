@@ -1,0 +1,208 @@
+/*
+ * l1.h — the L1 tier engine: items of (namespace, key) whose parts (one per
+ * tensor-parallel rank) live in arena slots; the index; LRU order; eviction
+ * between a high and a low watermark; pins and leases; prefix lookups; and
+ * the counters of all of it.
+ *
+ * A library with no sockets or threads of its own. Every call comes from one
+ * owner thread; l1_stats_read() may be called from any thread at any time.
+ * Time is passed in (now_ms, a monotonic clock), so leases are testable.
+ *
+ * A lower tier (L2) plugs in with struct l1_lower_tier: it receives complete
+ * victims before their slots are freed, and answers for keys L1 misses.
+ */
+#ifndef KVT_L1_H
+#define KVT_L1_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "index.h"
+#include "kvtier/kvtier.h"
+#include "ns.h"
+
+enum kvt_tier {
+	KVT_TIER_NONE = 0,
+	KVT_TIER_L1 = 1,
+	KVT_TIER_L2 = 2,
+};
+
+enum l1_evict_reason {
+	L1_EVICT_WATERMARK,   /* usage passed the high watermark */
+	L1_EVICT_CAPACITY,    /* no slot of the needed size was left */
+	L1_EVICT_ADMIN,       /* an operator asked */
+	L1_EVICT_NREASONS
+};
+const char *l1_evict_reason_name(enum l1_evict_reason reason);
+
+/* Counters (only grow) and gauges, as X-macros: (field, help). */
+#define L1_COUNTERS(X) \
+	X(lookups, "prefix lookups") \
+	X(lookup_hits, "keys found present in L1 by lookups") \
+	X(lookup_lower_hits, "keys found in the lower tier by lookups") \
+	X(lookup_misses, "lookups that stopped at an absent key") \
+	X(parts_stored, "parts stored") \
+	X(parts_duplicate, "part stores skipped: already stored") \
+	X(store_failures, "part stores refused (no space or aborted)") \
+	X(bytes_stored, "bytes stored") \
+	X(loads, "part loads served") \
+	X(load_misses, "part loads of absent blocks") \
+	X(bytes_loaded, "bytes loaded") \
+	X(evictions_watermark, "items evicted past the high watermark") \
+	X(evictions_capacity, "items evicted for want of a slot") \
+	X(evictions_admin, "items evicted by an operator") \
+	X(evicted_bytes, "bytes of slots freed by eviction") \
+	X(victims_to_lower, "evicted items handed to the lower tier") \
+	X(leases_taken, "leases taken") \
+	X(leases_released, "leases released by their holder") \
+	X(leases_expired, "leases that expired")
+
+#define L1_GAUGES(X) \
+	X(capacity_bytes, "bytes of the arena") \
+	X(used_bytes, "bytes of slots in use") \
+	X(items, "items (blocks) held, complete or not") \
+	X(complete_items, "items with every part stored") \
+	X(pinned_items, "items pinned by a copy or a lease") \
+	X(leases_active, "leases held")
+
+struct l1_stats {
+#define L1_STAT_FIELD(name, help) _Atomic uint64_t name;
+	L1_COUNTERS(L1_STAT_FIELD)
+	L1_GAUGES(L1_STAT_FIELD)
+#undef L1_STAT_FIELD
+};
+
+/* A plain copy of the stats, read field by field without stopping the engine. */
+struct l1_stats_snapshot {
+#define L1_SNAP_FIELD(name, help) uint64_t name;
+	L1_COUNTERS(L1_SNAP_FIELD)
+	L1_GAUGES(L1_SNAP_FIELD)
+#undef L1_SNAP_FIELD
+};
+
+struct l1_item;
+
+/* A victim handed to the lower tier; the bytes are valid during the call only. */
+struct l1_victim {
+	const struct kvt_ns *ns;
+	const struct kvt_key *key;
+	uint16_t nparts;
+	const uint8_t *const *parts;
+	const uint32_t *lengths;
+	enum l1_evict_reason reason;
+};
+
+struct l1_lower_tier {
+	void *ctx;
+	/* Whether the lower tier holds (ns, key) complete. */
+	bool (*contains)(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key);
+	/* Takes a complete victim; must not call back into L1. */
+	void (*take_victim)(void *ctx, const struct l1_victim *victim);
+};
+
+struct l1_config {
+	uint64_t size;             /* arena bytes */
+	uint64_t region_size;      /* bytes of one region */
+	bool hugepages;
+	double high_watermark;     /* fraction of capacity, 0 < low < high <= 1; 1: off */
+	double low_watermark;
+	uint32_t max_leases;
+	uint32_t max_lease_ms;     /* longer leases are cut to this */
+};
+
+struct l1_lease;
+
+struct l1 {
+	struct arena arena;
+	struct index index;
+	struct l1_item *lru_head;  /* most recently used; unpinned items only */
+	struct l1_item *lru_tail;
+	uint64_t high_bytes, low_bytes;
+	double high_watermark, low_watermark;
+	struct l1_lower_tier lower;
+	/* Leases: a fixed table addressed by id; expiry order in a sorted list. */
+	struct l1_lease *leases;
+	struct l1_lease *lease_free;
+	struct l1_lease *lease_first;  /* soonest to expire */
+	struct l1_lease *lease_last;
+	uint32_t max_leases;
+	uint32_t max_lease_ms;
+	struct l1_stats stats;
+};
+
+/* A pinned part, handed out by store_begin and load_begin. */
+struct l1_ref {
+	struct l1_item *item;
+	uint16_t rank;
+	uint8_t *data;
+	uint32_t length;
+};
+
+int l1_init(struct l1 *l1, const struct l1_config *cfg);
+/* Frees everything; pins and leases must be gone (their holders are gone). */
+void l1_destroy(struct l1 *l1);
+
+/* Binds a namespace to its slot class. -E2BIG when its block exceeds a region. */
+int l1_ns_open(struct l1 *l1, struct kvt_ns *ns);
+
+void l1_set_lower_tier(struct l1 *l1, const struct l1_lower_tier *lower);
+/* -EINVAL unless 0 < low < high <= 1. Evicts at once if now above high. */
+int l1_set_watermarks(struct l1 *l1, double high, double low);
+
+/*
+ * Starts storing rank's part of (ns, key), length bytes: on 0, ref->data is
+ * the slot to fill and the item is pinned until l1_store_commit or
+ * l1_store_abort. -EEXIST when the part is stored or being stored (a no-op
+ * for the caller), -EINVAL for a rank outside the TP size, -ERANGE when
+ * length exceeds the block size or is 0, -KVT_EALLPINNED when no slot can be
+ * freed, -ENOMEM when memory for the item cannot be had.
+ */
+int l1_store_begin(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *key,
+		   uint16_t rank, uint32_t length, struct l1_ref *ref);
+void l1_store_commit(struct l1 *l1, struct l1_ref *ref);
+void l1_store_abort(struct l1 *l1, struct l1_ref *ref);
+
+/*
+ * Pins rank's part of a complete item of (ns, key) for reading: ref->data and
+ * ref->length. -ENOENT when absent or incomplete, -EINVAL for a bad rank.
+ * l1_load_end unpins and marks the item recently used.
+ */
+int l1_load_begin(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *key,
+		  uint16_t rank, struct l1_ref *ref);
+void l1_load_end(struct l1 *l1, struct l1_ref *ref);
+
+/*
+ * The prefix lookup: the count of leading keys present (complete) in L1 or
+ * the lower tier; tiers[i] gets the tier of each (KVT_TIER_NONE from the first
+ * miss on). With lease_ms > 0, the L1 hits are leased: pinned until
+ * l1_lease_release(*lease_id) or until now_ms + lease_ms (capped at
+ * max_lease_ms); *lease_id is 0 when nothing was leased. -ENOSPC when the
+ * lease table is full (nothing is leased then; the count is still valid in
+ * *hits).
+ */
+int l1_lookup(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *keys,
+	      uint32_t nkeys, uint8_t *tiers, uint32_t lease_ms, uint64_t now_ms,
+	      uint32_t *hits, uint64_t *lease_id);
+
+/* -ENOENT when the lease is unknown or already gone. */
+int l1_lease_release(struct l1 *l1, uint64_t lease_id);
+/* Releases every lease expired at now_ms; returns how many. */
+unsigned l1_lease_expire(struct l1 *l1, uint64_t now_ms);
+/* When the next lease expires (UINT64_MAX when none). */
+uint64_t l1_lease_next_expiry(const struct l1 *l1);
+
+/* Evicts unpinned items, LRU first, until bytes are freed (all: UINT64_MAX). */
+uint64_t l1_evict(struct l1 *l1, uint64_t bytes, enum l1_evict_reason reason);
+
+void l1_stats_read(const struct l1 *l1, struct l1_stats_snapshot *out);
+
+/*
+ * Checks every invariant (usage within capacity and equal to the sum of the
+ * slots held, LRU holding exactly the unpinned items, each item findable,
+ * gauges true). 0, or -EFAULT with the broken one in *what.
+ */
+int l1_verify(const struct l1 *l1, const char **what);
+
+#endif

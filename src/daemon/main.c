@@ -1,0 +1,285 @@
+/*
+ * main.c — kvtierd: reads the settings, opens the tiers, and runs the event
+ * loop that owns the L1 engine: signals (stop, reload) and lease expiry.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpu.h"
+#include "http.h"
+#include "kvtier/kvtier.h"
+#include "l1.h"
+#include "log.h"
+#include "settings.h"
+
+/* How often expired leases are swept; leases are ms-granular, this bounds the lag. */
+#define LEASE_SWEEP_MS 50
+
+struct kvtd {
+	struct kvtd_config cfg;
+	int argc;
+	char **argv;
+	struct l1 l1;
+	struct http_ctx http_ctx;
+	struct http_server *http;
+	int epfd, sigfd, timerfd;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static double elapsed_ms(const struct timespec *start)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - start->tv_sec) * 1e3 +
+	       (double)(t.tv_nsec - start->tv_nsec) / 1e6;
+}
+
+/* mkdir -p with mode 0750 for what it creates. */
+static int make_dirs(const char *path)
+{
+	char buf[4096];
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0750) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0750) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int prepare_runtime_dir(const struct kvtd_config *cfg)
+{
+	int err = make_dirs(cfg->runtime_dir);
+	if (err) {
+		log_error("runtime-dir %s: cannot create: %s", cfg->runtime_dir, kvt_strerror(err));
+		return err;
+	}
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s", cfg->socket_path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	else
+		snprintf(dir, sizeof(dir), ".");
+	if (access(dir, W_OK | X_OK)) {
+		err = -errno;
+		log_error("socket %s: directory %s is not writable: %s", cfg->socket_path, dir,
+			  kvt_strerror(err));
+		return err;
+	}
+	return 0;
+}
+
+static int open_l1(struct kvtd *d)
+{
+	struct l1_config lc = {
+		.size = d->cfg.l1_size,
+		.region_size = d->cfg.l1_region_size,
+		.hugepages = d->cfg.l1_hugepages,
+		.high_watermark = d->cfg.l1_high_watermark,
+		.low_watermark = d->cfg.l1_low_watermark,
+		.max_leases = (uint32_t)d->cfg.max_leases,
+		.max_lease_ms = (uint32_t)d->cfg.lease_max_ms,
+	};
+	struct timespec start;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	int err = l1_init(&d->l1, &lc);
+	char size[64], region[64];
+	kvt_format_size(d->cfg.l1_size, size, sizeof(size));
+	kvt_format_size(d->cfg.l1_region_size, region, sizeof(region));
+	if (err) {
+		log_error("l1: cannot map %s: %s", size, kvt_strerror(err));
+		return err;
+	}
+	log_info("l1: %s in %u regions of %s, hugetlb %s, mapped in %.1f ms", size,
+		 d->l1.arena.nregions, region, d->l1.arena.hugepages ? "yes" : "no",
+		 elapsed_ms(&start));
+	return 0;
+}
+
+static void log_gpu(void)
+{
+	char why[256];
+	int n = gpu_device_count(why, sizeof(why));
+	if (n > 0)
+		log_info("cuda: %d device(s)", n);
+	else if (n == 0)
+		log_info("cuda: no device; GPU staging buffers are refused, host paths run");
+	else
+		log_info("cuda: unavailable: %s; GPU staging buffers are refused, host paths run",
+			 why);
+}
+
+static int open_loop(struct kvtd *d)
+{
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	d->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	d->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	d->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (d->sigfd < 0 || d->timerfd < 0 || d->epfd < 0)
+		return -errno;
+	struct itimerspec its = {
+		.it_interval = {0, LEASE_SWEEP_MS * 1000000L},
+		.it_value = {0, LEASE_SWEEP_MS * 1000000L},
+	};
+	timerfd_settime(d->timerfd, 0, &its, NULL);
+	struct epoll_event ev = {.events = EPOLLIN, .data.fd = d->sigfd};
+	if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->sigfd, &ev))
+		return -errno;
+	ev.data.fd = d->timerfd;
+	if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->timerfd, &ev))
+		return -errno;
+	return 0;
+}
+
+static void report_change(const char *name, bool live, void *ctx)
+{
+	(void)ctx;
+	if (live)
+		log_info("reload: %s changed, applied", name);
+	else
+		log_warn("reload: %s changed, takes effect at the next restart", name);
+}
+
+/* SIGHUP: reread the file (flags still win) and apply what can change live. */
+static void reload(struct kvtd *d)
+{
+	struct kvtd_config next;
+	enum kvtd_action action;
+	char err[1024];
+	if (kvtd_config_load(&next, d->argc, d->argv, &action, err, sizeof(err))) {
+		log_error("reload: %s; keeping the running settings", err);
+		return;
+	}
+	kvtd_config_diff(&d->cfg, &next, report_change, NULL);
+	kvt_log_set_level(next.log_level);
+	int rc = l1_set_watermarks(&d->l1, next.l1_high_watermark, next.l1_low_watermark);
+	if (rc) {
+		log_error("reload: watermarks: %s", kvt_strerror(rc));
+		kvtd_config_free(&next);
+		return;
+	}
+	d->cfg.log_level = next.log_level;
+	d->cfg.l1_high_watermark = next.l1_high_watermark;
+	d->cfg.l1_low_watermark = next.l1_low_watermark;
+	kvtd_config_free(&next);
+}
+
+static int run_loop(struct kvtd *d)
+{
+	for (;;) {
+		struct epoll_event evs[16];
+		int n = epoll_wait(d->epfd, evs, 16, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.fd == d->timerfd) {
+				uint64_t ticks;
+				if (read(d->timerfd, &ticks, sizeof(ticks)) > 0)
+					l1_lease_expire(&d->l1, now_ms());
+				continue;
+			}
+			struct signalfd_siginfo si;
+			while (read(d->sigfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGHUP) {
+					log_info("SIGHUP: reloading settings");
+					reload(d);
+				} else {
+					log_info("%s: stopping", strsignal((int)si.ssi_signo));
+					return 0;
+				}
+			}
+		}
+	}
+}
+
+static void close_all(struct kvtd *d)
+{
+	http_stop(d->http);
+	if (d->l1.arena.base)
+		l1_destroy(&d->l1);
+	if (d->epfd >= 0)
+		close(d->epfd);
+	if (d->sigfd >= 0)
+		close(d->sigfd);
+	if (d->timerfd >= 0)
+		close(d->timerfd);
+	kvtd_config_free(&d->cfg);
+}
+
+int main(int argc, char **argv)
+{
+	struct kvtd d = {.argc = argc, .argv = argv, .epfd = -1, .sigfd = -1, .timerfd = -1};
+	enum kvtd_action action;
+	char err[1024];
+	if (kvtd_config_load(&d.cfg, argc, argv, &action, err, sizeof(err))) {
+		fprintf(stderr, "kvtierd: %s\n", err);
+		return 2;
+	}
+	if (action == KVTD_HELP) {
+		kvtd_config_print_help("kvtierd", stdout);
+		return 0;
+	}
+	if (action == KVTD_VERSION) {
+		char why[256];
+		printf("kvtierd (kvtier) %s, CUDA %s\n", kvt_version(),
+		       gpu_device_count(why, sizeof(why)) == -ENOTSUP ? "not built in" : "built in");
+		return 0;
+	}
+	kvt_log_set_level(d.cfg.log_level);
+	log_info("kvtierd %s starting (pid %d)", kvt_version(), (int)getpid());
+
+	int rc = 1;
+	if (prepare_runtime_dir(&d.cfg) || open_l1(&d))
+		goto out;
+	log_gpu();
+	if (open_loop(&d)) {
+		log_error("event loop: %s", strerror(errno));
+		goto out;
+	}
+	char why[256];
+	if (!(d.http = http_start(d.cfg.http_listen, &d.http_ctx, why, sizeof(why)))) {
+		log_error("http %s: %s", d.cfg.http_listen, why);
+		goto out;
+	}
+	atomic_store(&d.http_ctx.ready, true);
+	log_info("ready: control plane on http://%s, runtime dir %s", d.cfg.http_listen,
+		 d.cfg.runtime_dir);
+	rc = run_loop(&d) ? 1 : 0;
+out:
+	close_all(&d);
+	if (rc == 0)
+		log_info("stopped");
+	return rc;
+}

@@ -1,0 +1,63 @@
+/* ns.c — see ns.h. A linear table: namespaces are few and found at HELLO only. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvtier/kvtier.h"
+#include "ns.h"
+
+void ns_registry_init(struct ns_registry *reg)
+{
+	memset(reg, 0, sizeof(*reg));
+	reg->next_id = 1;
+}
+
+void ns_registry_destroy(struct ns_registry *reg)
+{
+	for (uint32_t i = 0; i < reg->count; i++)
+		free(reg->ns[i]);
+	reg->count = 0;
+}
+
+int ns_get(struct ns_registry *reg, const char *model, const char *salt,
+	   uint64_t block_bytes, uint16_t tp_size, struct kvt_ns **out)
+{
+	if (!salt)
+		salt = "";
+	if (!model || !*model || strlen(model) > KVT_NS_MODEL_MAX ||
+	    strlen(salt) > KVT_NS_SALT_MAX || block_bytes == 0 || tp_size == 0 ||
+	    tp_size > KVT_TP_MAX)
+		return -EINVAL;
+	for (uint32_t i = 0; i < reg->count; i++) {
+		struct kvt_ns *ns = reg->ns[i];
+		if (strcmp(ns->model, model) != 0 || strcmp(ns->salt, salt) != 0)
+			continue;
+		if (ns->block_bytes != block_bytes || ns->tp_size != tp_size)
+			return -KVT_ENSCONFLICT;
+		*out = ns;
+		return 0;
+	}
+	if (reg->count == KVT_NS_MAX)
+		return -ENOSPC;
+	struct kvt_ns *ns = calloc(1, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	ns->id = reg->next_id++;
+	ns->block_bytes = block_bytes;
+	ns->tp_size = tp_size;
+	strcpy(ns->model, model);
+	strcpy(ns->salt, salt);
+	reg->ns[reg->count++] = ns;
+	*out = ns;
+	return 1;
+}
+
+struct kvt_ns *ns_find_id(const struct ns_registry *reg, uint32_t id)
+{
+	for (uint32_t i = 0; i < reg->count; i++)
+		if (reg->ns[i]->id == id)
+			return reg->ns[i];
+	return NULL;
+}

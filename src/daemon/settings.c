@@ -1,0 +1,564 @@
+/* settings.c — see settings.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "kvtier/kvtier.h"
+#include "settings.h"
+
+enum opt_type {
+	OPT_STRING,
+	OPT_PATH,
+	OPT_LISTEN,
+	OPT_SIZE,
+	OPT_UINT,
+	OPT_FRACTION,
+	OPT_BOOL,
+	OPT_LOGLEVEL,
+};
+
+struct option_def {
+	const char *name;        /* long flag and JSON key */
+	int short_name;          /* 0 when none */
+	enum opt_type type;
+	size_t offset;           /* into struct kvtd_config */
+	const char *def;         /* default, parsed like a flag; NULL: computed or unset */
+	const char *def_help;    /* shown instead of def */
+	uint64_t min, max;       /* bounds of SIZE and UINT values */
+	bool live;               /* SIGHUP applies it without a restart */
+	const char *metavar;
+	const char *help;
+};
+
+#define OFF(field) offsetof(struct kvtd_config, field)
+
+static const struct option_def options[] = {
+	{"config", 'c', OPT_PATH, OFF(config_file), NULL, "none", 0, 0, false, "FILE",
+	 "JSON config file whose keys are these long option names; flags override it"},
+	{"runtime-dir", 0, OPT_PATH, OFF(runtime_dir), NULL,
+	 "/run/kvtier as root, else $XDG_RUNTIME_DIR/kvtier, else /tmp/kvtier-UID", 0, 0,
+	 false, "DIR", "directory for the socket and state; created when missing"},
+	{"socket", 's', OPT_PATH, OFF(socket_path), NULL, "RUNTIME-DIR/kvtierd.sock", 0, 0,
+	 false, "PATH", "data-plane Unix socket"},
+	{"http", 0, OPT_LISTEN, OFF(http_listen), "127.0.0.1:8470", NULL, 0, 0, false,
+	 "ADDR:PORT", "control-plane HTTP listen address"},
+	{"l1-size", 0, OPT_SIZE, OFF(l1_size), NULL, "1 GiB, or a quarter of memory if less",
+	 1u << 20, UINT64_MAX, false, "SIZE", "bytes of DRAM for the L1 tier"},
+	{"l1-region-size", 0, OPT_SIZE, OFF(l1_region_size), NULL,
+	 "l1-size/16 as a power of two, within 4 MiB..256 MiB", 1u << 20, UINT64_C(1) << 32,
+	 false, "SIZE", "L1 region size: the largest block that fits, and the unit that moves between block sizes"},
+	{"l1-hugepages", 0, OPT_BOOL, OFF(l1_hugepages), "false", NULL, 0, 0, false, NULL,
+	 "back L1 with hugetlb pages when available (else transparent hugepages)"},
+	{"l1-high-watermark", 0, OPT_FRACTION, OFF(l1_high_watermark), "0.95", NULL, 0, 0,
+	 true, "FRACTION", "L1 usage that starts eviction"},
+	{"l1-low-watermark", 0, OPT_FRACTION, OFF(l1_low_watermark), "0.90", NULL, 0, 0,
+	 true, "FRACTION", "L1 usage that eviction brings usage back down to"},
+	{"max-leases", 0, OPT_UINT, OFF(max_leases), "65536", NULL, 1, 1u << 24, false, "N",
+	 "leases held at once, across all clients"},
+	{"lease-max-ms", 0, OPT_UINT, OFF(lease_max_ms), "30000", NULL, 1, 3600000, false,
+	 "MS", "longest lease a lookup can take; longer requests are cut to it"},
+	{"l2-path", 0, OPT_PATH, OFF(l2_path), NULL, "none (no L2)", 0, 0, false, "PATH",
+	 "file or block device for the L2 tier (not in this version: refused)"},
+	{"l2-size", 0, OPT_SIZE, OFF(l2_size), "0", NULL, 0, UINT64_MAX, false, "SIZE",
+	 "hard cap on the bytes L2 occupies; needs --l2-path"},
+	{"log-level", 0, OPT_LOGLEVEL, OFF(log_level), "info", NULL, 0, 0, true, "LEVEL",
+	 "error, warn, info or debug"},
+};
+
+#define NOPTIONS (sizeof(options) / sizeof(options[0]))
+#define OPT_HELP_ID 1000
+#define OPT_VERSION_ID 1001
+
+static void *field(struct kvtd_config *cfg, const struct option_def *o)
+{
+	return (char *)cfg + o->offset;
+}
+
+static const void *cfield(const struct kvtd_config *cfg, const struct option_def *o)
+{
+	return (const char *)cfg + o->offset;
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+int kvtd_parse_listen(const char *text, char *host, size_t hostlen, uint16_t *port)
+{
+	const char *colon;
+	const char *h = text;
+	size_t hlen;
+	if (*text == '[') {
+		const char *close = strchr(text, ']');
+		if (!close || close[1] != ':')
+			return -EINVAL;
+		h = text + 1;
+		hlen = (size_t)(close - h);
+		colon = close + 1;
+	} else {
+		colon = strrchr(text, ':');
+		if (!colon || strchr(text, ':') != colon)
+			return -EINVAL;
+		hlen = (size_t)(colon - text);
+	}
+	if (hlen == 0 || hlen >= hostlen)
+		return -EINVAL;
+	char *end;
+	errno = 0;
+	unsigned long p = strtoul(colon + 1, &end, 10);
+	if (colon[1] == '\0' || *end || errno || p == 0 || p > 65535)
+		return -EINVAL;
+	memcpy(host, h, hlen);
+	host[hlen] = '\0';
+	*port = (uint16_t)p;
+	return 0;
+}
+
+/* Parses text for option o into cfg; where names the source for messages. */
+static int set_from_text(struct kvtd_config *cfg, const struct option_def *o,
+			 const char *text, const char *where, char *err, size_t errlen)
+{
+	void *f = field(cfg, o);
+	uint64_t u;
+	char *end;
+	switch (o->type) {
+	case OPT_LISTEN: {
+		char host[256];
+		uint16_t port;
+		if (kvtd_parse_listen(text, host, sizeof(host), &port))
+			return fail(err, errlen, "%s: bad address '%s': use ADDR:PORT or [IPV6]:PORT",
+				    where, text);
+	}
+		/* fall through */
+	case OPT_STRING:
+	case OPT_PATH: {
+		if (*text == '\0')
+			return fail(err, errlen, "%s: must not be empty", where);
+		char *copy = strdup(text);
+		if (!copy)
+			return fail(err, errlen, "%s: out of memory", where);
+		free(*(char **)f);
+		*(char **)f = copy;
+		return 0;
+	}
+	case OPT_SIZE: {
+		int rc = kvt_parse_size(text, &u);
+		if (rc == -ERANGE)
+			return fail(err, errlen, "%s: size '%s' is too large", where, text);
+		if (rc)
+			return fail(err, errlen,
+				    "%s: bad size '%s': use bytes or a whole number with KiB, MiB, GiB, TiB, KB, MB, GB or TB",
+				    where, text);
+		goto bounds;
+	}
+	case OPT_UINT:
+		errno = 0;
+		u = strtoull(text, &end, 10);
+		if (!*text || *end || errno || *text == '-')
+			return fail(err, errlen, "%s: '%s' is not a whole number", where, text);
+		goto bounds;
+	case OPT_FRACTION: {
+		errno = 0;
+		double d = strtod(text, &end);
+		if (!*text || *end || errno || !(d > 0.0 && d <= 1.0))
+			return fail(err, errlen, "%s: '%s' is not a fraction in (0, 1]", where, text);
+		*(double *)f = d;
+		return 0;
+	}
+	case OPT_BOOL:
+		if (strcmp(text, "true") == 0)
+			*(bool *)f = true;
+		else if (strcmp(text, "false") == 0)
+			*(bool *)f = false;
+		else
+			return fail(err, errlen, "%s: '%s' is not true or false", where, text);
+		return 0;
+	case OPT_LOGLEVEL:
+		if (kvt_log_level_parse(text, (enum kvt_log_level *)f))
+			return fail(err, errlen,
+				    "%s: unknown level '%s': use error, warn, info or debug",
+				    where, text);
+		return 0;
+	}
+	return fail(err, errlen, "%s: unhandled option type", where);
+bounds:
+	if (u < o->min || u > o->max)
+		return fail(err, errlen, "%s: %" PRIu64 " is outside %" PRIu64 "..%" PRIu64,
+			    where, u, o->min, o->max);
+	*(uint64_t *)f = u;
+	return 0;
+}
+
+static const struct option_def *find_option(const char *name)
+{
+	for (size_t i = 0; i < NOPTIONS; i++)
+		if (strcmp(options[i].name, name) == 0)
+			return &options[i];
+	return NULL;
+}
+
+/* A JSON value as the text a flag would carry: numbers and bools as written. */
+static int json_to_text(const json_t *v, const struct option_def *o, char *buf, size_t len)
+{
+	switch (json_typeof(v)) {
+	case JSON_STRING:
+		if (o->type == OPT_BOOL || o->type == OPT_FRACTION || o->type == OPT_UINT)
+			return -EINVAL;
+		snprintf(buf, len, "%s", json_string_value(v));
+		return 0;
+	case JSON_INTEGER:
+		if (o->type != OPT_SIZE && o->type != OPT_UINT && o->type != OPT_FRACTION)
+			return -EINVAL;
+		if (json_integer_value(v) < 0)
+			return -ERANGE;
+		snprintf(buf, len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+		return 0;
+	case JSON_REAL:
+		if (o->type != OPT_FRACTION)
+			return -EINVAL;
+		snprintf(buf, len, "%.17g", json_real_value(v));
+		return 0;
+	case JSON_TRUE:
+	case JSON_FALSE:
+		if (o->type != OPT_BOOL)
+			return -EINVAL;
+		snprintf(buf, len, "%s", json_is_true(v) ? "true" : "false");
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+static const char *type_expected(const struct option_def *o)
+{
+	switch (o->type) {
+	case OPT_SIZE: return "a size string like \"1GiB\" or a byte count";
+	case OPT_UINT: return "a whole number";
+	case OPT_FRACTION: return "a number in (0, 1]";
+	case OPT_BOOL: return "true or false";
+	default: return "a string";
+	}
+}
+
+static int load_file(struct kvtd_config *cfg, const char *path, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return fail(err, errlen, "config file %s: line %d column %d: %s", path,
+			    jerr.line, jerr.column, jerr.text);
+	int rc = 0;
+	if (!json_is_object(root)) {
+		rc = fail(err, errlen, "config file %s: the top level must be a JSON object", path);
+		goto out;
+	}
+	const char *key;
+	json_t *value;
+	json_object_foreach(root, key, value) {
+		const struct option_def *o = find_option(key);
+		char where[512], text[4096];
+		snprintf(where, sizeof(where), "config file %s: key \"%s\"", path, key);
+		if (!o || o->offset == OFF(config_file)) {
+			rc = fail(err, errlen, "%s: unknown key (see kvtierd --help)", where);
+			goto out;
+		}
+		if (json_to_text(value, o, text, sizeof(text))) {
+			rc = fail(err, errlen, "%s: expected %s", where, type_expected(o));
+			goto out;
+		}
+		rc = set_from_text(cfg, o, text, where, err, errlen);
+		if (rc)
+			goto out;
+	}
+out:
+	json_decref(root);
+	return rc;
+}
+
+static int set_defaults(struct kvtd_config *cfg, char *err, size_t errlen)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	for (size_t i = 0; i < NOPTIONS; i++) {
+		const struct option_def *o = &options[i];
+		if (o->def && set_from_text(cfg, o, o->def, o->name, err, errlen))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+uint64_t kvtd_memory_limit(void)
+{
+	uint64_t limit = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+	FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+	if (f) {
+		uint64_t cg;
+		if (fscanf(f, "%" SCNu64, &cg) == 1 && cg < limit)
+			limit = cg;
+		fclose(f);
+	}
+	return limit;
+}
+
+static int default_runtime_dir(struct kvtd_config *cfg)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	char buf[4096];
+	if (geteuid() == 0)
+		snprintf(buf, sizeof(buf), "/run/kvtier");
+	else if (xdg && *xdg)
+		snprintf(buf, sizeof(buf), "%s/kvtier", xdg);
+	else
+		snprintf(buf, sizeof(buf), "/tmp/kvtier-%u", (unsigned)geteuid());
+	return (cfg->runtime_dir = strdup(buf)) ? 0 : -ENOMEM;
+}
+
+static int resolve_computed(struct kvtd_config *cfg, char *err, size_t errlen)
+{
+	if (!cfg->runtime_dir && default_runtime_dir(cfg))
+		return fail(err, errlen, "out of memory");
+	if (!cfg->socket_path) {
+		size_t n = strlen(cfg->runtime_dir) + sizeof("/kvtierd.sock");
+		if (!(cfg->socket_path = malloc(n)))
+			return fail(err, errlen, "out of memory");
+		snprintf(cfg->socket_path, n, "%s/kvtierd.sock", cfg->runtime_dir);
+	}
+	uint64_t mem = kvtd_memory_limit();
+	if (!cfg->l1_size) {
+		cfg->l1_size = UINT64_C(1) << 30;
+		if (cfg->l1_size > mem / 4)
+			cfg->l1_size = mem / 4;
+	}
+	if (!cfg->l1_region_size) {
+		uint64_t r = UINT64_C(4) << 20;
+		while (r * 2 <= cfg->l1_size / 16 && r < (UINT64_C(256) << 20))
+			r *= 2;
+		cfg->l1_region_size = r;
+	}
+	return 0;
+}
+
+static int validate(const struct kvtd_config *cfg, char *err, size_t errlen)
+{
+	char a[64], b[64];
+	uint64_t mem = kvtd_memory_limit();
+	if (cfg->l1_size > mem) {
+		kvt_format_size(cfg->l1_size, a, sizeof(a));
+		kvt_format_size(mem, b, sizeof(b));
+		return fail(err, errlen, "l1-size: %s is more than the %s of memory this process may use",
+			    a, b);
+	}
+	if (cfg->l1_region_size % 4096)
+		return fail(err, errlen, "l1-region-size: must be a multiple of 4 KiB");
+	if (cfg->l1_region_size > cfg->l1_size) {
+		kvt_format_size(cfg->l1_region_size, a, sizeof(a));
+		kvt_format_size(cfg->l1_size, b, sizeof(b));
+		return fail(err, errlen, "l1-region-size: %s is larger than l1-size %s", a, b);
+	}
+	if (!(cfg->l1_low_watermark < cfg->l1_high_watermark))
+		return fail(err, errlen,
+			    "l1-low-watermark: %.3g must be below l1-high-watermark %.3g",
+			    cfg->l1_low_watermark, cfg->l1_high_watermark);
+	if (cfg->l2_size && !cfg->l2_path)
+		return fail(err, errlen, "l2-size: given without l2-path");
+	if (cfg->l2_path)
+		return fail(err, errlen,
+			    "l2-path: this version of kvtierd has no L2 tier yet; run without l2-path");
+	if (strlen(cfg->socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return fail(err, errlen, "socket: path '%s' is longer than %zu bytes",
+			    cfg->socket_path, sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+	return 0;
+}
+
+static void build_long_options(struct option *lo)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < NOPTIONS; i++)
+		lo[n++] = (struct option){options[i].name,
+					  options[i].type == OPT_BOOL ? no_argument
+								      : required_argument,
+					  NULL, (int)i};
+	lo[n++] = (struct option){"help", no_argument, NULL, OPT_HELP_ID};
+	lo[n++] = (struct option){"version", no_argument, NULL, OPT_VERSION_ID};
+	lo[n] = (struct option){0};
+}
+
+static void build_short_options(char *buf)
+{
+	size_t n = 0;
+	buf[n++] = ':'; /* report a missing argument as ':' */
+	for (size_t i = 0; i < NOPTIONS; i++) {
+		if (!options[i].short_name)
+			continue;
+		buf[n++] = (char)options[i].short_name;
+		if (options[i].type != OPT_BOOL)
+			buf[n++] = ':';
+	}
+	strcpy(buf + n, "hV");
+}
+
+static const struct option_def *option_by_short(int c)
+{
+	for (size_t i = 0; i < NOPTIONS; i++)
+		if (options[i].short_name == c)
+			return &options[i];
+	return NULL;
+}
+
+struct pending_flag {
+	const struct option_def *opt;
+	const char *arg;
+};
+
+/* Collects the flags in order; the config file is read before they apply. */
+static int scan_flags(int argc, char **argv, struct pending_flag *flags, size_t *nflags,
+		      enum kvtd_action *action, char *err, size_t errlen)
+{
+	struct option lo[NOPTIONS + 3];
+	char so[2 * NOPTIONS + 8];
+	build_long_options(lo);
+	build_short_options(so);
+	optind = 1;
+	opterr = 0;
+	*action = KVTD_RUN;
+	int c, idx;
+	while ((c = getopt_long(argc, argv, so, lo, &idx)) != -1) {
+		const struct option_def *o = NULL;
+		if (c == OPT_HELP_ID || c == 'h')
+			*action = KVTD_HELP;
+		else if (c == OPT_VERSION_ID || c == 'V')
+			*action = KVTD_VERSION;
+		else if (c == '?' || c == ':') {
+			const char *bad = argv[optind - 1];
+			return fail(err, errlen, "%s: %s (see --help)", bad,
+				    c == ':' ? "missing argument" : "unknown option");
+		} else if (c >= 0 && c < (int)NOPTIONS)
+			o = &options[c];
+		else
+			o = option_by_short(c);
+		if (o)
+			flags[(*nflags)++] = (struct pending_flag){o, optarg ? optarg : "true"};
+	}
+	if (optind < argc)
+		return fail(err, errlen, "%s: unexpected argument (see --help)", argv[optind]);
+	return 0;
+}
+
+int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv,
+		     enum kvtd_action *action, char *err, size_t errlen)
+{
+	struct pending_flag *flags = calloc((size_t)argc + 1, sizeof(*flags));
+	size_t nflags = 0;
+	int rc = -EINVAL;
+	if (!flags)
+		return fail(err, errlen, "out of memory");
+	if (set_defaults(cfg, err, errlen))
+		goto out;
+	if (scan_flags(argc, argv, flags, &nflags, action, err, errlen))
+		goto out;
+	if (*action != KVTD_RUN) {
+		rc = 0;
+		goto out;
+	}
+	for (size_t i = 0; i < nflags; i++)
+		if (flags[i].opt->offset == OFF(config_file) &&
+		    set_from_text(cfg, flags[i].opt, flags[i].arg, "--config", err, errlen))
+			goto out;
+	if (cfg->config_file && load_file(cfg, cfg->config_file, err, errlen))
+		goto out;
+	for (size_t i = 0; i < nflags; i++) {
+		char where[128];
+		snprintf(where, sizeof(where), "--%s", flags[i].opt->name);
+		if (set_from_text(cfg, flags[i].opt, flags[i].arg, where, err, errlen))
+			goto out;
+	}
+	if (resolve_computed(cfg, err, errlen) || validate(cfg, err, errlen))
+		goto out;
+	rc = 0;
+out:
+	free(flags);
+	if (rc)
+		kvtd_config_free(cfg);
+	return rc;
+}
+
+void kvtd_config_free(struct kvtd_config *cfg)
+{
+	for (size_t i = 0; i < NOPTIONS; i++) {
+		const struct option_def *o = &options[i];
+		if (o->type == OPT_STRING || o->type == OPT_PATH || o->type == OPT_LISTEN) {
+			free(*(char **)field(cfg, o));
+			*(char **)field(cfg, o) = NULL;
+		}
+	}
+}
+
+void kvtd_config_print_help(const char *prog, FILE *out)
+{
+	fprintf(out,
+		"Usage: %s [OPTION]...\n"
+		"kvtierd: the kvtier daemon, a tiered (DRAM, then NVMe) KV-cache store\n"
+		"for LLM inference servers.\n\n",
+		prog);
+	for (size_t i = 0; i < NOPTIONS; i++) {
+		const struct option_def *o = &options[i];
+		char left[64];
+		snprintf(left, sizeof(left), "%c%c%c --%s%s%s", o->short_name ? '-' : ' ',
+			 o->short_name ? o->short_name : ' ', o->short_name ? ',' : ' ', o->name,
+			 o->metavar ? " " : "", o->metavar ? o->metavar : "");
+		fprintf(out, "  %-32s %s\n", left, o->help);
+		const char *def = o->def_help ? o->def_help : o->def;
+		fprintf(out, "  %-32s   (default: %s%s)\n", "", def ? def : "none",
+			o->live ? "; SIGHUP reloads it" : "");
+	}
+	fprintf(out, "  %-32s %s\n", "-h, --help", "show this help and exit");
+	fprintf(out, "  %-32s %s\n", "-V, --version", "show the version and exit");
+	fprintf(out,
+		"\nSIZE is bytes, or a whole number with KiB, MiB, GiB, TiB (binary) or\n"
+		"KB, MB, GB, TB (decimal). Signals: SIGTERM and SIGINT stop the daemon;\n"
+		"SIGHUP rereads the config file and applies the options marked above.\n"
+		"See kvtierd(8).\n");
+}
+
+static bool option_equal(const struct kvtd_config *a, const struct kvtd_config *b,
+			 const struct option_def *o)
+{
+	const void *fa = cfield(a, o), *fb = cfield(b, o);
+	switch (o->type) {
+	case OPT_STRING:
+	case OPT_PATH:
+	case OPT_LISTEN: {
+		const char *sa = *(char *const *)fa, *sb = *(char *const *)fb;
+		return (!sa && !sb) || (sa && sb && strcmp(sa, sb) == 0);
+	}
+	case OPT_SIZE:
+	case OPT_UINT: return *(const uint64_t *)fa == *(const uint64_t *)fb;
+	case OPT_FRACTION: return *(const double *)fa == *(const double *)fb;
+	case OPT_BOOL: return *(const bool *)fa == *(const bool *)fb;
+	case OPT_LOGLEVEL:
+		return *(const enum kvt_log_level *)fa == *(const enum kvt_log_level *)fb;
+	}
+	return false;
+}
+
+void kvtd_config_diff(const struct kvtd_config *a, const struct kvtd_config *b,
+		      void (*fn)(const char *name, bool live, void *ctx), void *ctx)
+{
+	for (size_t i = 0; i < NOPTIONS; i++)
+		if (!option_equal(a, b, &options[i]))
+			fn(options[i].name, options[i].live, ctx);
+}

@@ -1,0 +1,63 @@
+/*
+ * settings.h — kvtierd's configuration: one declarative table of options drives
+ * the command-line flags, the JSON config file keys (the long option names),
+ * defaults, validation and the --help text.
+ *
+ * Precedence: built-in defaults, then the config file, then flags.
+ */
+#ifndef KVTD_CONFIG_H
+#define KVTD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "log.h"
+
+struct kvtd_config {
+	char *config_file;
+	char *runtime_dir;
+	char *socket_path;
+	char *http_listen;
+	uint64_t l1_size;
+	uint64_t l1_region_size;
+	bool l1_hugepages;
+	double l1_high_watermark;
+	double l1_low_watermark;
+	uint64_t max_leases;
+	uint64_t lease_max_ms;
+	char *l2_path;
+	uint64_t l2_size;
+	enum kvt_log_level log_level;
+};
+
+enum kvtd_action {
+	KVTD_RUN,
+	KVTD_HELP,
+	KVTD_VERSION,
+};
+
+/*
+ * Fills cfg from defaults, the --config file and argv, then validates it and
+ * resolves the computed defaults. Returns 0 with *action set, or -EINVAL
+ * with one message in err ("--l1-size: ..." or "config file X: key ...").
+ */
+int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv,
+		     enum kvtd_action *action, char *err, size_t errlen);
+void kvtd_config_free(struct kvtd_config *cfg);
+
+/* The --help text, generated from the option table. */
+void kvtd_config_print_help(const char *prog, FILE *out);
+
+/* Calls fn for each option that differs between a and b. */
+void kvtd_config_diff(const struct kvtd_config *a, const struct kvtd_config *b,
+		      void (*fn)(const char *name, bool live, void *ctx), void *ctx);
+
+/* "ADDR:PORT" or "[IPv6]:PORT" into host (without brackets) and port. */
+int kvtd_parse_listen(const char *text, char *host, size_t hostlen, uint16_t *port);
+
+/* The memory this process may use: physical memory, or a lower cgroup limit. */
+uint64_t kvtd_memory_limit(void);
+
+#endif

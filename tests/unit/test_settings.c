@@ -1,0 +1,272 @@
+/* test_settings.c — flags, the JSON config file, defaults and validation. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "settings.h"
+#include "test_util.h"
+
+#define MAXARGS 16
+
+struct loaded {
+	struct kvtd_config cfg;
+	enum kvtd_action action;
+	char err[1024];
+	int rc;
+};
+
+/* Loads a NULL-terminated argument list (argv[0] added). */
+static void load(struct loaded *l, const char *const *args)
+{
+	char *argv[MAXARGS + 2] = {"kvtierd"};
+	int argc = 1;
+	for (; args[argc - 1]; argc++)
+		argv[argc] = (char *)args[argc - 1];
+	argv[argc] = NULL;
+	memset(l, 0, sizeof(*l));
+	l->rc = kvtd_config_load(&l->cfg, argc, argv, &l->action, l->err, sizeof(l->err));
+	if (l->rc)
+		print_message("load: %s\n", l->err);
+}
+
+static void expect_error(const char *const *args, const char *fragment)
+{
+	struct loaded l;
+	load(&l, args);
+	if (l.rc == 0)
+		fail_msg("%s: accepted, wanted an error with '%s'", args[0], fragment);
+	assert_int_equal(l.rc, -EINVAL);
+	if (!strstr(l.err, fragment))
+		fail_msg("error '%s' lacks '%s'", l.err, fragment);
+}
+
+/* Writes text to a fresh temporary file; the caller unlinks it. */
+static void write_file(char *path, const char *text)
+{
+	strcpy(path, "/tmp/kvtier-test-XXXXXX");
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+static void test_defaults(void **state)
+{
+	(void)state;
+	struct loaded l;
+	const char *args[] = {"--runtime-dir", "/tmp/kvt-rt", NULL};
+	load(&l, args);
+	assert_int_equal(l.rc, 0);
+	assert_int_equal(l.action, KVTD_RUN);
+	assert_string_equal(l.cfg.http_listen, "127.0.0.1:8470");
+	assert_string_equal(l.cfg.socket_path, "/tmp/kvt-rt/kvtierd.sock");
+	assert_true(l.cfg.l1_size > 0 && l.cfg.l1_size <= (UINT64_C(1) << 30));
+	assert_true(l.cfg.l1_size <= kvtd_memory_limit() / 4 + 1);
+	assert_int_equal(l.cfg.l1_region_size, UINT64_C(64) << 20);
+	assert_true(l.cfg.l1_high_watermark == 0.95);
+	assert_true(l.cfg.l1_low_watermark == 0.90);
+	assert_int_equal(l.cfg.max_leases, 65536);
+	assert_int_equal(l.cfg.lease_max_ms, 30000);
+	assert_null(l.cfg.l2_path);
+	assert_false(l.cfg.l1_hugepages);
+	assert_int_equal(l.cfg.log_level, KVT_LOG_INFO);
+	kvtd_config_free(&l.cfg);
+}
+
+static void test_flags(void **state)
+{
+	(void)state;
+	struct loaded l;
+	const char *args[] = {"-s", "/tmp/x.sock", "--http", "[::1]:9000", "--l1-size",
+			      "256MiB", "--l1-hugepages", "--l1-low-watermark=0.5",
+			      "--log-level", "debug", "--runtime-dir", "/tmp/rt", NULL};
+	load(&l, args);
+	assert_int_equal(l.rc, 0);
+	assert_string_equal(l.cfg.socket_path, "/tmp/x.sock");
+	assert_string_equal(l.cfg.http_listen, "[::1]:9000");
+	assert_int_equal(l.cfg.l1_size, UINT64_C(256) << 20);
+	assert_int_equal(l.cfg.l1_region_size, UINT64_C(16) << 20); /* 256 MiB / 16 */
+	assert_true(l.cfg.l1_hugepages);
+	assert_true(l.cfg.l1_low_watermark == 0.5);
+	assert_int_equal(l.cfg.log_level, KVT_LOG_DEBUG);
+	kvtd_config_free(&l.cfg);
+}
+
+static void test_file_then_flags(void **state)
+{
+	(void)state;
+	char path[64];
+	write_file(path, "{\"l1-size\": \"64MiB\", \"l1-region-size\": 4194304,\n"
+			 " \"l1-high-watermark\": 0.8, \"l1-low-watermark\": 0.7, \"l1-hugepages\": true,\n"
+			 " \"log-level\": \"warn\", \"http\": \"127.0.0.1:9100\",\n"
+			 " \"max-leases\": 10, \"runtime-dir\": \"/tmp/rt2\"}");
+	struct loaded l;
+	const char *args[] = {"--config", path, "--log-level", "error", NULL};
+	load(&l, args);
+	unlink(path);
+	assert_int_equal(l.rc, 0);
+	assert_int_equal(l.cfg.l1_size, UINT64_C(64) << 20);
+	assert_int_equal(l.cfg.l1_region_size, UINT64_C(4) << 20);
+	assert_true(l.cfg.l1_high_watermark == 0.8);
+	assert_true(l.cfg.l1_hugepages);
+	assert_int_equal(l.cfg.max_leases, 10);
+	assert_string_equal(l.cfg.http_listen, "127.0.0.1:9100");
+	assert_int_equal(l.cfg.log_level, KVT_LOG_ERROR); /* the flag wins */
+	assert_string_equal(l.cfg.config_file, path);
+	kvtd_config_free(&l.cfg);
+}
+
+static void test_help_and_version(void **state)
+{
+	(void)state;
+	struct loaded l;
+	const char *help[] = {"--help", NULL};
+	load(&l, help);
+	assert_int_equal(l.rc, 0);
+	assert_int_equal(l.action, KVTD_HELP);
+	kvtd_config_free(&l.cfg);
+	const char *version[] = {"-V", NULL};
+	load(&l, version);
+	assert_int_equal(l.action, KVTD_VERSION);
+	kvtd_config_free(&l.cfg);
+}
+
+static void test_flag_errors(void **state)
+{
+	(void)state;
+	expect_error((const char *[]){"--bogus", NULL}, "--bogus: unknown option");
+	expect_error((const char *[]){"--l1-size", NULL}, "--l1-size: missing argument");
+	expect_error((const char *[]){"stray", NULL}, "stray: unexpected argument");
+	expect_error((const char *[]){"--l1-size", "12XB", NULL}, "--l1-size: bad size '12XB'");
+	expect_error((const char *[]){"--l1-size", "99999999TiB", NULL}, "too large");
+	expect_error((const char *[]){"--l1-size", "1KiB", NULL}, "--l1-size: 1024 is outside");
+	expect_error((const char *[]){"--l1-size", "1TiB", NULL}, "more than the");
+	expect_error((const char *[]){"--http", "localhost", NULL}, "--http: bad address");
+	expect_error((const char *[]){"--http", "1.2.3.4:70000", NULL}, "bad address");
+	expect_error((const char *[]){"--log-level", "loud", NULL}, "unknown level 'loud'");
+	expect_error((const char *[]){"--l1-high-watermark", "1.5", NULL}, "not a fraction");
+	expect_error((const char *[]){"--l1-high-watermark", "0.5", NULL},
+		     "l1-low-watermark: 0.9 must be below l1-high-watermark 0.5");
+	expect_error((const char *[]){"--max-leases", "-3", NULL}, "not a whole number");
+	expect_error((const char *[]){"--max-leases", "0", NULL}, "outside 1..");
+	expect_error((const char *[]){"--l2-size", "1GiB", NULL}, "l2-size: given without l2-path");
+	expect_error((const char *[]){"--l2-path", "/tmp/l2", NULL}, "no L2 tier yet");
+	expect_error((const char *[]){"--l1-size", "64MiB", "--l1-region-size", "128MiB", NULL},
+		     "larger than l1-size");
+	expect_error((const char *[]){"--l1-region-size", "1000000B", NULL}, "outside");
+	expect_error((const char *[]){"--l1-region-size", "1050000", NULL}, "multiple of 4 KiB");
+	expect_error((const char *[]){"--socket", "/tmp/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.sock", NULL},
+		     "longer than 107 bytes");
+	expect_error((const char *[]){"--socket", "", NULL}, "--socket: must not be empty");
+}
+
+static void file_error(const char *text, const char *fragment)
+{
+	char path[64];
+	write_file(path, text);
+	const char *args[] = {"-c", path, NULL};
+	expect_error(args, fragment);
+	unlink(path);
+}
+
+static void test_file_errors(void **state)
+{
+	(void)state;
+	file_error("{\"l1-sise\": \"1GiB\"}", "key \"l1-sise\": unknown key");
+	file_error("{\"config\": \"/x\"}", "key \"config\": unknown key");
+	file_error("{\"l1-size\": true}", "key \"l1-size\": expected a size string");
+	file_error("{\"l1-size\": -5}", "expected a size");
+	file_error("{\"l1-hugepages\": \"yes\"}", "expected true or false");
+	file_error("{\"max-leases\": 2.5}", "expected a whole number");
+	file_error("{\"http\": 8470}", "key \"http\": expected a string");
+	file_error("{\"l1-size\": \"lots\"}", "key \"l1-size\": bad size 'lots'");
+	file_error("[1, 2]", "top level must be a JSON object");
+	file_error("{\"l1-size\": \"1GiB\",\n \"l1-size\": \"2GiB\"}", "line 2");
+	file_error("{\n\n  oops }", "line 3");
+	expect_error((const char *[]){"-c", "/nonexistent/kvtier.json", NULL},
+		     "config file /nonexistent/kvtier.json");
+}
+
+static void test_listen_parse(void **state)
+{
+	(void)state;
+	char host[64];
+	uint16_t port;
+	assert_int_equal(kvtd_parse_listen("127.0.0.1:8470", host, sizeof(host), &port), 0);
+	assert_string_equal(host, "127.0.0.1");
+	assert_int_equal(port, 8470);
+	assert_int_equal(kvtd_parse_listen("[::1]:80", host, sizeof(host), &port), 0);
+	assert_string_equal(host, "::1");
+	assert_int_equal(kvtd_parse_listen("::1:80", host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(kvtd_parse_listen(":80", host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(kvtd_parse_listen("a:0", host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(kvtd_parse_listen("a:", host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(kvtd_parse_listen("a:12x", host, sizeof(host), &port), -EINVAL);
+}
+
+struct diff_seen {
+	char names[256];
+	int live;
+};
+
+static void on_diff(const char *name, bool live, void *ctx)
+{
+	struct diff_seen *d = ctx;
+	strcat(d->names, name);
+	strcat(d->names, " ");
+	d->live += live;
+}
+
+static void test_diff(void **state)
+{
+	(void)state;
+	struct loaded a, b;
+	load(&a, (const char *[]){"--runtime-dir", "/tmp/r", NULL});
+	load(&b, (const char *[]){"--runtime-dir", "/tmp/r", "--log-level", "debug",
+				  "--http", "127.0.0.1:1", NULL});
+	struct diff_seen d = {{0}, 0};
+	kvtd_config_diff(&a.cfg, &b.cfg, on_diff, &d);
+	assert_string_equal(d.names, "http log-level ");
+	assert_int_equal(d.live, 1);
+	kvtd_config_free(&a.cfg);
+	kvtd_config_free(&b.cfg);
+}
+
+static void test_help_text_lists_every_option(void **state)
+{
+	(void)state;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	kvtd_config_print_help("kvtierd", f);
+	fclose(f);
+	const char *flags[] = {"--config FILE", "--runtime-dir DIR", "--socket PATH",
+			       "--http ADDR:PORT", "--l1-size SIZE", "--l1-region-size SIZE",
+			       "--l1-hugepages", "--l1-high-watermark FRACTION",
+			       "--l1-low-watermark FRACTION", "--max-leases N",
+			       "--lease-max-ms MS", "--l2-path PATH", "--l2-size SIZE",
+			       "--log-level LEVEL", "--help", "--version", "127.0.0.1:8470"};
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+		if (!strstr(buf, flags[i]))
+			fail_msg("--help lacks %s", flags[i]);
+	(free)(buf); /* open_memstream's buffer is from the real allocator: bypass the hook */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_flags),
+		cmocka_unit_test(test_file_then_flags),
+		cmocka_unit_test(test_help_and_version),
+		cmocka_unit_test(test_flag_errors),
+		cmocka_unit_test(test_file_errors),
+		cmocka_unit_test(test_listen_parse),
+		cmocka_unit_test(test_diff),
+		cmocka_unit_test(test_help_text_lists_every_option),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
