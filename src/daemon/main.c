@@ -247,14 +247,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvtierd: %s\n", err);
 		return 2;
 	}
-	if (action == KVTD_HELP) {
-		kvtd_config_print_help("kvtierd", stdout);
-		return 0;
-	}
-	if (action == KVTD_VERSION) {
+	if (action != KVTD_RUN) {
 		char why[256];
-		printf("kvtierd (kvtier) %s, CUDA %s\n", kvt_version(),
-		       gpu_device_count(why, sizeof(why)) == -ENOTSUP ? "not built in" : "built in");
+		if (action == KVTD_HELP)
+			kvtd_config_print_help("kvtierd", stdout);
+		else
+			printf("kvtierd (kvtier) %s, CUDA %s\n", kvt_version(),
+			       gpu_device_count(why, sizeof(why)) == -ENOTSUP ? "not built in"
+									: "built in");
+		kvtd_config_free(&d.cfg);
 		return 0;
 	}
 	kvt_log_set_level(d.cfg.log_level);

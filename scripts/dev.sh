@@ -1,0 +1,110 @@
+#!/bin/sh
+# dev.sh — set up a Debian machine for kvtier and run it, or run every test.
+#
+#   scripts/dev.sh run [KVTIERD-FLAGS...]  install what is missing, build, run kvtierd
+#   scripts/dev.sh test                    install what is missing, build three ways
+#                                          (plain -Werror with distcheck, ASan+UBSan,
+#                                          without CUDA) and run every test on each
+#
+# Missing Debian packages are installed with apt-get (as root, or through sudo).
+set -eu
+cd "$(dirname "$0")/.."
+TOP=$(pwd)
+JOBS=$(nproc 2>/dev/null || echo 2)
+
+PACKAGES="build-essential autoconf automake libtool pkg-config \
+libmicrohttpd-dev libjansson-dev liburing-dev libxxhash-dev libcmocka-dev curl"
+
+say() { printf '==> %s\n' "$*"; }
+
+install_packages() {
+	missing=
+	for p in $PACKAGES; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+			missing="$missing $p"
+	done
+	[ -z "$missing" ] && return 0
+	say "installing Debian packages:$missing"
+	if [ "$(id -u)" -eq 0 ]; then
+		SUDO=
+	elif command -v sudo >/dev/null 2>&1; then
+		SUDO=sudo
+	else
+		echo "dev.sh: need root (or sudo) to install:$missing" >&2
+		exit 1
+	fi
+	$SUDO apt-get update -q
+	# shellcheck disable=SC2086
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q $missing
+}
+
+generate() {
+	if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt Makefile.in ]; then
+		say "generating ./configure"
+		./autogen.sh >/dev/null
+	fi
+}
+
+# build DIR CONFIGURE-FLAGS...: configure (once per flag set) and make in DIR.
+build() {
+	dir=$1; shift
+	mkdir -p "$dir"
+	if [ ! -f "$dir/config.status" ] || [ "$(cat "$dir/.flags" 2>/dev/null)" != "$*" ] ||
+		[ configure -nt "$dir/config.status" ]; then
+		say "configuring $dir: $*"
+		(cd "$dir" && "$TOP/configure" "$@" >configure.out) ||
+			{ cat "$dir/configure.out" "$dir/config.log" | tail -40; exit 1; }
+		echo "$*" >"$dir/.flags"
+	fi
+	say "building $dir"
+	make -C "$dir" -j"$JOBS" >"$dir/make.out" 2>&1 || { tail -40 "$dir/make.out"; exit 1; }
+}
+
+# check DIR TARGET: runs the test target; prints the suite summary.
+TOTAL_PASS=0
+TOTAL_FAIL=0
+check() {
+	dir=$1 target=$2
+	say "make $target in $dir"
+	rc=0
+	make -C "$dir" -j"$JOBS" "$target" >"$dir/$target.out" 2>&1 || rc=$?
+	grep -E '^# (TOTAL|PASS|FAIL|ERROR):' "$dir/$target.out" | tail -4 | sed 's/^/    /'
+	pass=$(grep -E '^# PASS:' "$dir/$target.out" | tail -1 | awk '{print $3}')
+	fail=$(grep -E '^# (FAIL|ERROR):' "$dir/$target.out" | tail -2 | awk '{s += $3} END {print s + 0}')
+	TOTAL_PASS=$((TOTAL_PASS + ${pass:-0}))
+	TOTAL_FAIL=$((TOTAL_FAIL + ${fail:-0}))
+	if [ $rc -ne 0 ]; then
+		tail -60 "$dir/$target.out"
+		find "$dir" -name '*.log' -newer "$dir/make.out" ! -name config.log \
+			-exec grep -l -E '^(FAIL|ERROR)|not ok|\[  FAILED  \]|ERROR:' {} + 2>/dev/null |
+			while read -r log; do echo "--- $log"; tail -40 "$log"; done
+		TOTAL_FAIL=$((TOTAL_FAIL + 1))
+	fi
+}
+
+case "${1:-}" in
+run)
+	shift
+	install_packages
+	generate
+	build build/release
+	say "starting kvtierd (Ctrl-C stops it)"
+	exec build/release/kvtierd "$@"
+	;;
+test)
+	install_packages
+	generate
+	build build/plain --enable-werror
+	check build/plain distcheck
+	build build/sanitize --enable-werror --enable-sanitizers
+	check build/sanitize check
+	build build/nocuda --enable-werror --without-cuda
+	check build/nocuda check
+	echo "tests: $TOTAL_PASS passed, $TOTAL_FAIL failed"
+	[ "$TOTAL_FAIL" -eq 0 ]
+	;;
+*)
+	echo "usage: scripts/dev.sh run [KVTIERD-FLAGS...] | scripts/dev.sh test" >&2
+	exit 2
+	;;
+esac
