@@ -15,9 +15,12 @@ int index_init(struct index *ix, uint64_t initial_buckets)
 	while (n < initial_buckets)
 		n <<= 1;
 	memset(ix, 0, sizeof(*ix));
-	ix->buckets = calloc(n, sizeof(*ix->buckets));
+	/* malloc and memset, not calloc: fault the pages in now, not one per
+	 * insert on the event loop later. */
+	ix->buckets = malloc(n * sizeof(*ix->buckets));
 	if (!ix->buckets)
 		return -ENOMEM;
+	memset(ix->buckets, 0, n * sizeof(*ix->buckets));
 	ix->mask = n - 1;
 	if (getrandom(&ix->seed, sizeof(ix->seed), 0) != sizeof(ix->seed))
 		ix->seed = (uint64_t)(uintptr_t)ix ^ UINT64_C(0x9e3779b97f4a7c15);

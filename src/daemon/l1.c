@@ -7,6 +7,9 @@
 
 #include "l1.h"
 
+/* Buckets made at start, at most; the index doubles past it. */
+#define L1_INDEX_MAX_PRESIZE (UINT64_C(1) << 22)
+
 enum part_state { PART_EMPTY, PART_WRITING, PART_STORED };
 
 struct l1_part {
@@ -297,8 +300,14 @@ int l1_init(struct l1 *l1, const struct l1_config *cfg)
 	int err = arena_init(&l1->arena, cfg->size, cfg->region_size, cfg->hugepages);
 	if (err)
 		return err;
-	/* Start the index at a size that holds a region's worth of small items. */
-	err = index_init(&l1->index, l1->arena.max_slots);
+	/*
+	 * Size the index for the most items the arena can hold (one per 4 KiB
+	 * slot), up to 4 Mi buckets (32 MiB): below that it never rehashes,
+	 * which would stall the event loop for tens of ms at a million items.
+	 */
+	uint64_t max_items = l1->arena.size / ARENA_SLOT_ALIGN;
+	err = index_init(&l1->index, max_items < L1_INDEX_MAX_PRESIZE ? max_items
+								  : L1_INDEX_MAX_PRESIZE);
 	if (err)
 		goto fail;
 	l1->leases = calloc(cfg->max_leases, sizeof(*l1->leases));
