@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "arena.h"
+#include "prefault.h"
 
 struct arena_region {
 	struct arena_class *cls;    /* NULL while free */
@@ -45,7 +46,7 @@ static void *map_arena(uint64_t size, bool hugepages, bool *got_hugetlb)
 	*got_hugetlb = false;
 	if (hugepages && size % ARENA_HUGEPAGE_SIZE == 0) {
 		void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
 		if (p != MAP_FAILED) {
 			*got_hugetlb = true;
 			return p;
@@ -56,6 +57,11 @@ static void *map_arena(uint64_t size, bool hugepages, bool *got_hugetlb)
 		return NULL;
 	if (hugepages)
 		(void)madvise(p, size, MADV_HUGEPAGE); /* best effort: THP */
+	/* Fault every page in now: the memory is really there, and no store
+	 * pays a page fault on the copy path. */
+	if (madvise(p, size, MADV_POPULATE_WRITE))
+		memset(p, 0, size); /* kernels before 5.14 */
+	prefault_touch(p, size);
 	return p;
 }
 

@@ -1,7 +1,8 @@
 /*
- * http.c — see http.h. The endpoints here are the probes Kubernetes needs
- * from the first version on: /healthz and /readyz. Every failure answers
- * the one JSON error shape {"error": {"code", "message"}}.
+ * http.c — see http.h. Endpoints: the probes Kubernetes needs (/healthz,
+ * /readyz) and /v1/stats, the counters of the tiers and the data plane as
+ * JSON. Every failure answers the one JSON error shape
+ * {"error": {"code", "message"}}.
  */
 #include "config.h"
 
@@ -13,7 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "dataplane.h"
 #include "http.h"
+#include "l1.h"
 #include "settings.h"
 
 #define HTTP_CONNECTION_LIMIT 256
@@ -48,6 +53,70 @@ static enum MHD_Result respond_error(struct MHD_Connection *conn, unsigned statu
 	return respond_json(conn, status, body);
 }
 
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+static json_t *stats_l1(const struct l1 *l1)
+{
+	struct l1_stats_snapshot s;
+	l1_stats_read(l1, &s);
+	json_t *o = json_object();
+#define L1_JSON(name, help) json_object_set_new(o, #name, json_integer((json_int_t)s.name));
+	L1_COUNTERS(L1_JSON)
+	L1_GAUGES(L1_JSON)
+#undef L1_JSON
+	return o;
+}
+
+static json_t *stats_dp(const struct dp *dp)
+{
+	const struct dp_stats *st = &dp->stats;
+	json_t *o = json_object(), *ops = json_object(), *rejected = json_object();
+#define DP_OP_JSON(name, op)                                                            \
+	json_object_set_new(ops, #name,                                                  \
+			    json_pack("{s:I,s:I,s:I}", "requests",                       \
+				      (json_int_t)LOAD(st->op_##name.requests), "errors", \
+				      (json_int_t)LOAD(st->op_##name.errors), "sum_ns",   \
+				      (json_int_t)LOAD(st->op_##name.sum_ns)));
+	DP_OPS(DP_OP_JSON)
+#undef DP_OP_JSON
+#define DP_REJECT_JSON(name, help) \
+	json_object_set_new(rejected, #name, json_integer((json_int_t)LOAD(st->rejected_##name)));
+	DP_REJECTS(DP_REJECT_JSON)
+#undef DP_REJECT_JSON
+	json_object_set_new(o, "ops", ops);
+	json_object_set_new(o, "rejected", rejected);
+#define DP_FIELD_JSON(f) json_object_set_new(o, #f, json_integer((json_int_t)LOAD(st->f)));
+	DP_FIELD_JSON(connections_total)
+	DP_FIELD_JSON(connections_active)
+	DP_FIELD_JSON(clients_active)
+	DP_FIELD_JSON(blocks_stored)
+	DP_FIELD_JSON(blocks_loaded)
+	DP_FIELD_JSON(blocks_load_missing)
+	DP_FIELD_JSON(bytes_stored)
+	DP_FIELD_JSON(bytes_loaded)
+#undef DP_FIELD_JSON
+	json_object_set_new(o, "buffers_registered",
+			    json_integer((json_int_t)LOAD(dp->buffers.registered)));
+	json_object_set_new(o, "buffers_registered_bytes",
+			    json_integer((json_int_t)LOAD(dp->buffers.registered_bytes)));
+	return o;
+}
+
+static enum MHD_Result respond_stats(struct MHD_Connection *conn, const struct http_ctx *ctx)
+{
+	json_t *root = json_object();
+	json_object_set_new(root, "l1", stats_l1(ctx->l1));
+	json_object_set_new(root, "dataplane", stats_dp(ctx->dp));
+	char *text = json_dumps(root, JSON_COMPACT);
+	json_decref(root);
+	if (!text)
+		return respond_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+				     "cannot encode the stats");
+	enum MHD_Result r = respond_json(conn, MHD_HTTP_OK, text);
+	free(text);
+	return r;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
 			      const char *method, const char *version,
 			      const char *upload_data, size_t *upload_data_size,
@@ -77,6 +146,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 			return respond_json(conn, MHD_HTTP_OK, "{\"status\":\"ready\"}\n");
 		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
 				     "tiers are still opening");
+	}
+	if (strcmp(url, "/v1/stats") == 0) {
+		if (!get)
+			return respond_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+					     "method_not_allowed", "use GET");
+		return respond_stats(conn, srv->ctx);
 	}
 	return respond_error(conn, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint");
 }
@@ -135,6 +210,13 @@ struct http_server *http_start(const char *listen, struct http_ctx *ctx, char *w
 		return NULL;
 	}
 	return srv;
+}
+
+uint16_t http_port(const struct http_server *srv)
+{
+	const union MHD_DaemonInfo *info =
+		MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
+	return info ? info->port : 0;
 }
 
 void http_stop(struct http_server *srv)

@@ -533,13 +533,23 @@ static int lease_take(struct l1 *l1, struct l1_item **items, uint32_t nitems,
 	return 0;
 }
 
-int l1_lease_release(struct l1 *l1, uint64_t lease_id)
+static struct l1_lease *lease_find(const struct l1 *l1, uint64_t lease_id)
 {
 	uint64_t slot = lease_id & 0xffffffffu;
-	if (slot == 0 || slot > l1->max_leases)
-		return -ENOENT;
-	struct l1_lease *lease = &l1->leases[slot - 1];
-	if (lease->id != lease_id)
+	if (slot == 0 || slot > l1->max_leases || l1->leases[slot - 1].id != lease_id)
+		return NULL;
+	return &l1->leases[slot - 1];
+}
+
+bool l1_lease_active(const struct l1 *l1, uint64_t lease_id)
+{
+	return lease_find(l1, lease_id) != NULL;
+}
+
+int l1_lease_release(struct l1 *l1, uint64_t lease_id)
+{
+	struct l1_lease *lease = lease_find(l1, lease_id);
+	if (!lease)
 		return -ENOENT;
 	lease_drop(l1, lease);
 	STAT_ADD(l1, leases_released, 1);

@@ -186,6 +186,8 @@ int l1_lookup(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *keys
 	      uint32_t nkeys, uint8_t *tiers, uint32_t lease_ms, uint64_t now_ms,
 	      uint32_t *hits, uint64_t *lease_id);
 
+/* Whether lease_id names a lease still held. */
+bool l1_lease_active(const struct l1 *l1, uint64_t lease_id);
 /* -ENOENT when the lease is unknown or already gone. */
 int l1_lease_release(struct l1 *l1, uint64_t lease_id);
 /* Releases every lease expired at now_ms; returns how many. */

@@ -16,8 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "copy.h"
+#include "dataplane.h"
 #include "gpu.h"
 #include "http.h"
+#include "loop.h"
 #include "kvtier/kvtier.h"
 #include "l1.h"
 #include "log.h"
@@ -25,23 +28,26 @@
 
 /* How often expired leases are swept; leases are ms-granular, this bounds the lag. */
 #define LEASE_SWEEP_MS 50
+/* Copies are cut into chunks of this size so one big block spreads over threads. */
+#define COPY_CHUNK_BYTES (2u << 20)
+/* Leases one client may hold at once. */
+#define MAX_LEASES_PER_CLIENT 4096
 
 struct kvtd {
 	struct kvtd_config cfg;
 	int argc;
 	char **argv;
 	struct l1 l1;
+	struct ns_registry namespaces;
+	struct copy_engine copy;
+	bool copy_open, dp_open;
+	struct dp dp;
 	struct http_ctx http_ctx;
 	struct http_server *http;
-	int epfd, sigfd, timerfd;
+	int epfd;
+	struct loop_source sig_src, timer_src;
+	bool stop;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static double elapsed_ms(const struct timespec *start)
 {
@@ -133,6 +139,9 @@ static void log_gpu(void)
 			 why);
 }
 
+static void on_signal(struct loop_source *src, uint32_t events);
+static void on_timer(struct loop_source *src, uint32_t events);
+
 static int open_loop(struct kvtd *d)
 {
 	sigset_t mask;
@@ -142,22 +151,44 @@ static int open_loop(struct kvtd *d)
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	d->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	d->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	d->sig_src = (struct loop_source){signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK),
+					  on_signal};
+	d->timer_src = (struct loop_source){
+		timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), on_timer};
 	d->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (d->sigfd < 0 || d->timerfd < 0 || d->epfd < 0)
+	if (d->sig_src.fd < 0 || d->timer_src.fd < 0 || d->epfd < 0)
 		return -errno;
 	struct itimerspec its = {
 		.it_interval = {0, LEASE_SWEEP_MS * 1000000L},
 		.it_value = {0, LEASE_SWEEP_MS * 1000000L},
 	};
-	timerfd_settime(d->timerfd, 0, &its, NULL);
-	struct epoll_event ev = {.events = EPOLLIN, .data.fd = d->sigfd};
-	if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->sigfd, &ev))
-		return -errno;
-	ev.data.fd = d->timerfd;
-	if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->timerfd, &ev))
-		return -errno;
+	timerfd_settime(d->timer_src.fd, 0, &its, NULL);
+	int err = loop_ctl(d->epfd, EPOLL_CTL_ADD, &d->sig_src, EPOLLIN);
+	return err ? err : loop_ctl(d->epfd, EPOLL_CTL_ADD, &d->timer_src, EPOLLIN);
+}
+
+static int open_dataplane(struct kvtd *d)
+{
+	int err = copy_engine_host_init(&d->copy, (unsigned)d->cfg.copy_threads, COPY_CHUNK_BYTES);
+	if (err) {
+		log_error("copy engine: %s", kvt_strerror(err));
+		return err;
+	}
+	d->copy_open = true;
+	struct dp_config dc = {
+		.socket_path = d->cfg.socket_path,
+		.max_connections = (uint32_t)d->cfg.max_connections,
+		.max_leases_per_client = MAX_LEASES_PER_CLIENT,
+	};
+	char why[512];
+	err = dp_open(&d->dp, &dc, d->epfd, &d->l1, &d->namespaces, &d->copy, why, sizeof(why));
+	if (err) {
+		log_error("data plane: %s", why);
+		return err;
+	}
+	d->dp_open = true;
+	log_info("data plane: %s, %u %s copy threads", d->cfg.socket_path,
+		 d->copy.nthreads, d->copy.ops->name);
 	return 0;
 }
 
@@ -194,53 +225,77 @@ static void reload(struct kvtd *d)
 	kvtd_config_free(&next);
 }
 
+static struct kvtd *daemon_of(struct loop_source *src, size_t offset)
+{
+	return (struct kvtd *)((char *)src - offset);
+}
+
+static void on_timer(struct loop_source *src, uint32_t events)
+{
+	(void)events;
+	struct kvtd *d = daemon_of(src, offsetof(struct kvtd, timer_src));
+	uint64_t ticks;
+	if (read(src->fd, &ticks, sizeof(ticks)) > 0)
+		l1_lease_expire(&d->l1, dp_now_ms());
+}
+
+static void on_signal(struct loop_source *src, uint32_t events)
+{
+	(void)events;
+	struct kvtd *d = daemon_of(src, offsetof(struct kvtd, sig_src));
+	struct signalfd_siginfo si;
+	while (read(src->fd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGHUP) {
+			log_info("SIGHUP: reloading settings");
+			reload(d);
+		} else {
+			log_info("%s: stopping", strsignal((int)si.ssi_signo));
+			d->stop = true;
+		}
+	}
+}
+
 static int run_loop(struct kvtd *d)
 {
-	for (;;) {
-		struct epoll_event evs[16];
-		int n = epoll_wait(d->epfd, evs, 16, -1);
+	while (!d->stop) {
+		struct epoll_event evs[64];
+		int n = epoll_wait(d->epfd, evs, 64, -1);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return -errno;
 		for (int i = 0; i < n; i++) {
-			if (evs[i].data.fd == d->timerfd) {
-				uint64_t ticks;
-				if (read(d->timerfd, &ticks, sizeof(ticks)) > 0)
-					l1_lease_expire(&d->l1, now_ms());
-				continue;
-			}
-			struct signalfd_siginfo si;
-			while (read(d->sigfd, &si, sizeof(si)) == sizeof(si)) {
-				if (si.ssi_signo == SIGHUP) {
-					log_info("SIGHUP: reloading settings");
-					reload(d);
-				} else {
-					log_info("%s: stopping", strsignal((int)si.ssi_signo));
-					return 0;
-				}
-			}
+			struct loop_source *src = evs[i].data.ptr;
+			src->on_event(src, evs[i].events);
 		}
 	}
+	return 0;
 }
 
 static void close_all(struct kvtd *d)
 {
 	http_stop(d->http);
+	if (d->dp_open)
+		dp_close(&d->dp);
+	if (d->copy_open)
+		copy_engine_destroy(&d->copy);
 	if (d->l1.arena.base)
 		l1_destroy(&d->l1);
+	ns_registry_destroy(&d->namespaces);
 	if (d->epfd >= 0)
 		close(d->epfd);
-	if (d->sigfd >= 0)
-		close(d->sigfd);
-	if (d->timerfd >= 0)
-		close(d->timerfd);
+	if (d->sig_src.fd >= 0)
+		close(d->sig_src.fd);
+	if (d->timer_src.fd >= 0)
+		close(d->timer_src.fd);
 	kvtd_config_free(&d->cfg);
 }
 
 int main(int argc, char **argv)
 {
-	struct kvtd d = {.argc = argc, .argv = argv, .epfd = -1, .sigfd = -1, .timerfd = -1};
+	struct kvtd d = {.argc = argc, .argv = argv, .epfd = -1, .sig_src.fd = -1,
+			 .timer_src.fd = -1};
+	ns_registry_init(&d.namespaces);
 	enum kvtd_action action;
 	char err[1024];
 	if (kvtd_config_load(&d.cfg, argc, argv, &action, err, sizeof(err))) {
@@ -269,14 +324,18 @@ int main(int argc, char **argv)
 		log_error("event loop: %s", strerror(errno));
 		goto out;
 	}
+	if (open_dataplane(&d))
+		goto out;
 	char why[256];
+	d.http_ctx.l1 = &d.l1;
+	d.http_ctx.dp = &d.dp;
 	if (!(d.http = http_start(d.cfg.http_listen, &d.http_ctx, why, sizeof(why)))) {
 		log_error("http %s: %s", d.cfg.http_listen, why);
 		goto out;
 	}
 	atomic_store(&d.http_ctx.ready, true);
-	log_info("ready: control plane on http://%s, runtime dir %s", d.cfg.http_listen,
-		 d.cfg.runtime_dir);
+	log_info("ready: control plane on %s port %u, data plane on %s", d.cfg.http_listen,
+		 (unsigned)http_port(d.http), d.cfg.socket_path);
 	rc = run_loop(&d) ? 1 : 0;
 out:
 	close_all(&d);

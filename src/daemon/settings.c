@@ -49,7 +49,7 @@ static const struct option_def options[] = {
 	{"socket", 's', OPT_PATH, OFF(socket_path), NULL, "RUNTIME-DIR/kvtierd.sock", 0, 0,
 	 false, "PATH", "data-plane Unix socket"},
 	{"http", 0, OPT_LISTEN, OFF(http_listen), "127.0.0.1:8470", NULL, 0, 0, false,
-	 "ADDR:PORT", "control-plane HTTP listen address"},
+	 "ADDR:PORT", "control-plane HTTP listen address; port 0 picks a free one"},
 	{"l1-size", 0, OPT_SIZE, OFF(l1_size), NULL, "1 GiB, or a quarter of memory if less",
 	 1u << 20, UINT64_MAX, false, "SIZE", "bytes of DRAM for the L1 tier"},
 	{"l1-region-size", 0, OPT_SIZE, OFF(l1_region_size), NULL,
@@ -61,6 +61,10 @@ static const struct option_def options[] = {
 	 true, "FRACTION", "L1 usage that starts eviction; 1 turns watermark eviction off"},
 	{"l1-low-watermark", 0, OPT_FRACTION, OFF(l1_low_watermark), "0.90", NULL, 0, 0,
 	 true, "FRACTION", "L1 usage that eviction brings usage back down to"},
+	{"max-connections", 0, OPT_UINT, OFF(max_connections), "1024", NULL, 1, 65536, false,
+	 "N", "data-plane connections (lanes) open at once, across all clients"},
+	{"copy-threads", 0, OPT_UINT, OFF(copy_threads), NULL, "the number of CPUs", 1, 256,
+	 false, "N", "threads of the host copy engine"},
 	{"max-leases", 0, OPT_UINT, OFF(max_leases), "65536", NULL, 1, 1u << 24, false, "N",
 	 "leases held at once, across all clients"},
 	{"lease-max-ms", 0, OPT_UINT, OFF(lease_max_ms), "30000", NULL, 1, 3600000, false,
@@ -121,7 +125,7 @@ int kvtd_parse_listen(const char *text, char *host, size_t hostlen, uint16_t *po
 	char *end;
 	errno = 0;
 	unsigned long p = strtoul(colon + 1, &end, 10);
-	if (colon[1] == '\0' || *end || errno || p == 0 || p > 65535)
+	if (colon[1] == '\0' || *end || errno || p > 65535)
 		return -EINVAL;
 	memcpy(host, h, hlen);
 	host[hlen] = '\0';
@@ -342,6 +346,10 @@ static int resolve_computed(struct kvtd_config *cfg, char *err, size_t errlen)
 		cfg->l1_size = UINT64_C(1) << 30;
 		if (cfg->l1_size > mem / 4)
 			cfg->l1_size = mem / 4;
+	}
+	if (!cfg->copy_threads) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		cfg->copy_threads = n > 0 ? (uint64_t)n : 1;
 	}
 	if (!cfg->l1_region_size) {
 		uint64_t r = UINT64_C(4) << 20;

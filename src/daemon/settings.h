@@ -25,6 +25,8 @@ struct kvtd_config {
 	bool l1_hugepages;
 	double l1_high_watermark;
 	double l1_low_watermark;
+	uint64_t max_connections;
+	uint64_t copy_threads;
 	uint64_t max_leases;
 	uint64_t lease_max_ms;
 	char *l2_path;

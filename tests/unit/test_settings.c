@@ -202,7 +202,9 @@ static void test_listen_parse(void **state)
 	assert_string_equal(host, "::1");
 	assert_int_equal(kvtd_parse_listen("::1:80", host, sizeof(host), &port), -EINVAL);
 	assert_int_equal(kvtd_parse_listen(":80", host, sizeof(host), &port), -EINVAL);
-	assert_int_equal(kvtd_parse_listen("a:0", host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(kvtd_parse_listen("a:0", host, sizeof(host), &port), 0);
+	assert_int_equal(port, 0); /* any free port */
+	assert_int_equal(kvtd_parse_listen("a:65536", host, sizeof(host), &port), -EINVAL);
 	assert_int_equal(kvtd_parse_listen("a:", host, sizeof(host), &port), -EINVAL);
 	assert_int_equal(kvtd_parse_listen("a:12x", host, sizeof(host), &port), -EINVAL);
 }

@@ -1,0 +1,76 @@
+/*
+ * protocol.h — the kvtier data-plane wire format (docs/protocol.md).
+ *
+ * A stream of frames over a Unix socket. Every frame is a 24-byte header and
+ * `length` bytes of payload; every integer is little-endian. A request and
+ * its reply carry the same id; replies may come in any order. A reply's
+ * status is 0 or a negative error code (kvt_strerror).
+ */
+#ifndef KVTIER_PROTOCOL_H
+#define KVTIER_PROTOCOL_H
+
+#include <stdint.h>
+
+#define KVT_PROTO_MAGIC 0x3154564bu /* "KVT1" as little-endian bytes */
+#define KVT_PROTO_VERSION 1
+
+#define KVT_HDR_BYTES 24
+/* Header: u32 magic, u16 op, u16 flags, u32 length, i32 status, u64 id. */
+
+#define KVT_FLAG_REPLY 0x0001
+
+enum kvt_op {
+	KVT_OP_HELLO = 1,      /* bind the connection to a namespace and a client */
+	KVT_OP_PING = 2,       /* empty both ways */
+	KVT_OP_REGISTER = 3,   /* a staging buffer; its fd rides with SCM_RIGHTS */
+	KVT_OP_UNREGISTER = 4,
+	KVT_OP_LOOKUP = 5,     /* a prefix chain of keys */
+	KVT_OP_RELEASE = 6,    /* a lease taken by LOOKUP */
+	KVT_OP_STORE = 7,      /* staging buffer -> L1 */
+	KVT_OP_LOAD = 8,       /* L1 -> staging buffer */
+	KVT_OP_MAX = 8
+};
+
+enum kvt_role {
+	KVT_ROLE_WORKER = 0,     /* stores and loads its own rank's parts */
+	KVT_ROLE_SCHEDULER = 1,  /* lookups only */
+};
+
+enum kvt_buffer_kind {
+	KVT_BUFFER_SHM = 1,      /* a memfd or /dev/shm file, mapped shared */
+};
+
+/* Limits every daemon enforces; HELLO's reply repeats them. */
+#define KVT_MAX_FRAME_BYTES (1u << 20)
+#define KVT_MAX_KEYS 4096      /* keys in one LOOKUP */
+#define KVT_MAX_BLOCKS 4096    /* blocks in one STORE or LOAD */
+#define KVT_MAX_NAME 255       /* model id and cache salt bytes */
+#define KVT_MAX_BUFFERS 256    /* staging buffers per client */
+
+/*
+ * Payloads (offsets in bytes):
+ *
+ * HELLO     req: u16 version, u8 role, u8 0, u16 tp_size, u16 rank,
+ *                u64 block_bytes, u64 session (0: new client; else join it
+ *                as another lane), u16 model_len, u16 salt_len, u32 0,
+ *                model bytes, salt bytes                       (32 + names)
+ *           rep: u64 session, u32 namespace id, u32 max_blocks, u32 max_keys,
+ *                u32 max_frame_bytes                            (24)
+ * PING      req: empty                      rep: empty
+ * REGISTER  req: u64 size, u32 kind, u32 0 + one fd (SCM_RIGHTS)   (16)
+ *           rep: u32 buffer index, u32 0                           (8)
+ * UNREGISTER req: u32 buffer index, u32 0   rep: empty
+ * LOOKUP    req: u32 nkeys, u32 lease_ms, nkeys x 16-byte key
+ *           rep: u32 hits, u32 nkeys, u64 lease id (0: none), nkeys x u8 tier
+ * RELEASE   req: u64 lease id               rep: empty
+ * STORE, LOAD req: u32 buffer index, u32 nblocks, nblocks x
+ *                { 16-byte key, u64 offset, u32 length, u32 0 }     (8 + 32 n)
+ *           rep: u32 nblocks, u32 0, nblocks x { i32 status, u32 length }
+ */
+#define KVT_HELLO_BYTES 32
+#define KVT_HELLO_REPLY_BYTES 24
+#define KVT_REGISTER_BYTES 16
+#define KVT_BLOCK_ENTRY_BYTES 32
+#define KVT_BLOCK_STATUS_BYTES 8
+
+#endif

@@ -1,0 +1,133 @@
+/* buffers.c — see buffers.h. */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "buffers.h"
+#include "kvtier/protocol.h"
+#include "prefault.h"
+
+#define GAUGE_ADD(t, f, n) atomic_fetch_add_explicit(&(t)->f, (n), memory_order_relaxed)
+#define GAUGE_SUB(t, f, n) atomic_fetch_sub_explicit(&(t)->f, (n), memory_order_relaxed)
+
+int buffers_init(struct buffer_table *t, uint32_t cap)
+{
+	memset(t, 0, sizeof(*t));
+	t->slots = calloc(cap, sizeof(*t->slots));
+	if (!t->slots)
+		return -ENOMEM;
+	t->cap = cap;
+	return 0;
+}
+
+static void slot_free(struct stbuf *b)
+{
+	munmap(b->base, b->size);
+	memset(b, 0, sizeof(*b));
+}
+
+void buffers_destroy(struct buffer_table *t)
+{
+	for (uint32_t i = 0; i < t->cap; i++)
+		if (t->slots[i].session)
+			slot_free(&t->slots[i]);
+	free(t->slots);
+	t->slots = NULL;
+}
+
+/* A seal against shrinking makes the mapping safe from the client's ftruncate. */
+static int seal_against_shrink(int fd)
+{
+	int seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0)
+		return -EINVAL; /* not a memfd (or a file system without seals) */
+	if (seals & F_SEAL_SHRINK)
+		return 0;
+	return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) ? -EINVAL : 0;
+}
+
+int buffers_register_shm(struct buffer_table *t, uint64_t session, int fd, uint64_t size)
+{
+	struct stat st;
+	if (size == 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < size)
+		return -EINVAL;
+	uint32_t owned = 0, free_slot = t->cap;
+	for (uint32_t i = 0; i < t->cap; i++) {
+		if (t->slots[i].session == session && t->slots[i].registered)
+			owned++;
+		else if (!t->slots[i].session && free_slot == t->cap)
+			free_slot = i;
+	}
+	if (owned >= KVT_MAX_BUFFERS || free_slot == t->cap)
+		return -ENOSPC;
+	int err = seal_against_shrink(fd);
+	if (err)
+		return err;
+	/* Populate now: registration is once, faults on the copy path are every time. */
+	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (base == MAP_FAILED)
+		return -errno;
+	prefault_touch(base, size);
+	struct stbuf *b = &t->slots[free_slot];
+	*b = (struct stbuf){.session = session, .kind = KVT_BUFFER_SHM, .refs = 1,
+			    .registered = true, .base = base, .size = size};
+	GAUGE_ADD(t, registered, 1);
+	GAUGE_ADD(t, registered_bytes, size);
+	return (int)free_slot;
+}
+
+int buffers_get(struct buffer_table *t, uint64_t session, uint32_t index, struct stbuf **out)
+{
+	if (index >= t->cap || !t->slots[index].registered)
+		return -ENOENT;
+	if (t->slots[index].session != session)
+		return -EPERM;
+	*out = &t->slots[index];
+	return 0;
+}
+
+void buffers_hold(struct stbuf *b)
+{
+	b->refs++;
+}
+
+void buffers_put(struct stbuf *b)
+{
+	if (--b->refs == 0)
+		slot_free(b);
+}
+
+static void unregister_slot(struct buffer_table *t, struct stbuf *b)
+{
+	b->registered = false;
+	GAUGE_SUB(t, registered, 1);
+	GAUGE_SUB(t, registered_bytes, b->size);
+	buffers_put(b);
+}
+
+int buffers_unregister(struct buffer_table *t, uint64_t session, uint32_t index)
+{
+	struct stbuf *b;
+	int err = buffers_get(t, session, index, &b);
+	if (!err)
+		unregister_slot(t, b);
+	return err;
+}
+
+unsigned buffers_drop_session(struct buffer_table *t, uint64_t session)
+{
+	unsigned n = 0;
+	for (uint32_t i = 0; i < t->cap; i++) {
+		if (t->slots[i].session == session && t->slots[i].registered) {
+			unregister_slot(t, &t->slots[i]);
+			n++;
+		}
+	}
+	return n;
+}

@@ -1,0 +1,141 @@
+/* copy.c — see copy.h: batch completion, and the host memcpy engine. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "copy.h"
+
+void copy_batch_finish_one(struct copy_engine *e, struct copy_batch *b)
+{
+	if (atomic_fetch_sub_explicit(&b->pending, 1, memory_order_acq_rel) != 1)
+		return;
+	pthread_mutex_lock(&e->done_lock);
+	b->next_done = e->done;
+	e->done = b;
+	pthread_mutex_unlock(&e->done_lock);
+	uint64_t one = 1;
+	/* The eventfd counter cannot overflow at one write per batch. */
+	(void)!write(e->eventfd, &one, sizeof(one));
+}
+
+void copy_batch_seal(struct copy_engine *e, struct copy_batch *b)
+{
+	copy_batch_finish_one(e, b);
+}
+
+struct copy_batch *copy_engine_reap(struct copy_engine *e)
+{
+	uint64_t n;
+	(void)!read(e->eventfd, &n, sizeof(n));
+	pthread_mutex_lock(&e->done_lock);
+	struct copy_batch *list = e->done;
+	e->done = NULL;
+	pthread_mutex_unlock(&e->done_lock);
+	return list;
+}
+
+static void *host_worker(void *arg)
+{
+	struct copy_engine *e = arg;
+	for (;;) {
+		pthread_mutex_lock(&e->lock);
+		while (!e->count && !e->stopping)
+			pthread_cond_wait(&e->not_empty, &e->lock);
+		if (!e->count) {
+			pthread_mutex_unlock(&e->lock);
+			return NULL;
+		}
+		struct copy_chunk c = e->ring[e->head];
+		e->head = (e->head + 1) % e->ring_cap;
+		e->count--;
+		pthread_cond_signal(&e->not_full);
+		pthread_mutex_unlock(&e->lock);
+		memcpy(c.dst, c.src, c.len);
+		copy_batch_finish_one(e, c.batch);
+	}
+}
+
+static void host_push(struct copy_engine *e, const struct copy_chunk *c)
+{
+	pthread_mutex_lock(&e->lock);
+	while (e->count == e->ring_cap)
+		pthread_cond_wait(&e->not_full, &e->lock);
+	e->ring[(e->head + e->count) % e->ring_cap] = *c;
+	e->count++;
+	pthread_cond_signal(&e->not_empty);
+	pthread_mutex_unlock(&e->lock);
+}
+
+static void host_copy(struct copy_engine *e, struct copy_batch *b, void *dst,
+		      const void *src, size_t len)
+{
+	while (len) {
+		size_t n = len < e->chunk_bytes ? len : e->chunk_bytes;
+		atomic_fetch_add_explicit(&b->pending, 1, memory_order_relaxed);
+		host_push(e, &(struct copy_chunk){dst, src, n, b});
+		dst = (uint8_t *)dst + n;
+		src = (const uint8_t *)src + n;
+		len -= n;
+	}
+}
+
+static void host_destroy(struct copy_engine *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->stopping = 1;
+	pthread_cond_broadcast(&e->not_empty);
+	pthread_mutex_unlock(&e->lock);
+	for (unsigned i = 0; i < e->nthreads; i++)
+		pthread_join(e->threads[i], NULL);
+	free(e->threads);
+	free(e->ring);
+}
+
+static const struct copy_engine_ops host_ops = {
+	.name = "memcpy",
+	.copy = host_copy,
+	.destroy = host_destroy,
+};
+
+int copy_engine_host_init(struct copy_engine *e, unsigned nthreads, size_t chunk_bytes)
+{
+	memset(e, 0, sizeof(*e));
+	e->ops = &host_ops;
+	e->chunk_bytes = chunk_bytes;
+	e->ring_cap = 1u << 16;
+	e->eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	e->ring = calloc(e->ring_cap, sizeof(*e->ring));
+	e->threads = calloc(nthreads, sizeof(*e->threads));
+	if (e->eventfd < 0 || !e->ring || !e->threads)
+		goto fail;
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_mutex_init(&e->done_lock, NULL);
+	pthread_cond_init(&e->not_empty, NULL);
+	pthread_cond_init(&e->not_full, NULL);
+	for (; e->nthreads < nthreads; e->nthreads++)
+		if (pthread_create(&e->threads[e->nthreads], NULL, host_worker, e))
+			break;
+	if (e->nthreads == 0) {
+		host_destroy(e);
+		e->ring = NULL;
+		e->threads = NULL;
+		goto fail;
+	}
+	return 0;
+fail:
+	free(e->ring);
+	free(e->threads);
+	if (e->eventfd >= 0)
+		close(e->eventfd);
+	return -ENOMEM;
+}
+
+void copy_engine_destroy(struct copy_engine *e)
+{
+	e->ops->destroy(e);
+	close(e->eventfd);
+}

@@ -1,0 +1,82 @@
+/*
+ * copy.h — copy engines: move bytes between L1 slots and staging buffers off
+ * the event loop, and hand finished batches back to it.
+ *
+ * A batch is the copies of one request. The loop adds copies to it, seals
+ * it, and later gets it back from copy_engine_reap() (woken through the
+ * engine's eventfd) once every copy has finished. The host engine splits
+ * copies into chunks that a pool of threads runs with memcpy, so one large
+ * block does not hold up other lanes. A CUDA engine implements the same ops.
+ */
+#ifndef KVTD_COPY_H
+#define KVTD_COPY_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct copy_batch {
+	atomic_uint pending;          /* copies not finished, +1 until sealed */
+	struct copy_batch *next_done;
+};
+
+struct copy_engine;
+
+struct copy_engine_ops {
+	const char *name;
+	void (*copy)(struct copy_engine *e, struct copy_batch *b, void *dst, const void *src,
+		     size_t len);
+	void (*destroy)(struct copy_engine *e);
+};
+
+struct copy_chunk {
+	void *dst;
+	const void *src;
+	size_t len;
+	struct copy_batch *batch;
+};
+
+struct copy_engine {
+	const struct copy_engine_ops *ops;
+	int eventfd;                   /* readable when a batch finished */
+	pthread_mutex_t done_lock;
+	struct copy_batch *done;       /* finished batches, newest first */
+	/* The host engine's job ring and threads. */
+	pthread_mutex_t lock;
+	pthread_cond_t not_empty, not_full;
+	struct copy_chunk *ring;
+	uint32_t ring_cap, head, count;
+	pthread_t *threads;
+	unsigned nthreads;
+	size_t chunk_bytes;
+	int stopping;
+};
+
+/* A host (memcpy) engine with nthreads threads and chunk_bytes chunks. */
+int copy_engine_host_init(struct copy_engine *e, unsigned nthreads, size_t chunk_bytes);
+void copy_engine_destroy(struct copy_engine *e);
+
+static inline void copy_batch_init(struct copy_batch *b)
+{
+	atomic_init(&b->pending, 1);
+	b->next_done = NULL;
+}
+
+/* Queues a copy into b (may wait while the engine's queue is full). */
+static inline void copy_add(struct copy_engine *e, struct copy_batch *b, void *dst,
+			    const void *src, size_t len)
+{
+	e->ops->copy(e, b, dst, src, len);
+}
+
+/* No more copies will be added; b comes back from reap when all are done. */
+void copy_batch_seal(struct copy_engine *e, struct copy_batch *b);
+
+/* Finished batches, in no particular order; clears the eventfd. */
+struct copy_batch *copy_engine_reap(struct copy_engine *e);
+
+/* Called by an engine when one copy of b has finished. */
+void copy_batch_finish_one(struct copy_engine *e, struct copy_batch *b);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * dataplane.h — the data plane: the Unix-socket listener, client
+ * connections (lanes) and sessions (clients), frame parsing, and the ops of
+ * include/kvtier/protocol.h carried out against L1 through a copy engine.
+ *
+ * Runs on the event loop thread; nothing here blocks on a client. Bad input
+ * gets an error reply and a counter, or, when the stream can no longer be
+ * parsed, a closed connection; other connections never notice.
+ */
+#ifndef KVTD_DATAPLANE_H
+#define KVTD_DATAPLANE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "buffers.h"
+#include "copy.h"
+#include "dp_stats.h"
+#include "l1.h"
+#include "loop.h"
+#include "ns.h"
+
+struct dp_conn;
+struct dp_session;
+
+struct dp_config {
+	const char *socket_path;
+	uint32_t max_connections;
+	uint32_t max_leases_per_client;
+};
+
+struct dp {
+	int epfd;
+	struct loop_source listen_src;
+	struct loop_source copy_src;
+	char socket_path[108];
+	uint32_t max_connections;
+	uint32_t max_leases_per_client;
+	struct l1 *l1;
+	struct ns_registry *namespaces;
+	struct copy_engine *copy;
+	struct buffer_table buffers;
+	struct dp_session *sessions;
+	struct dp_conn *conns;
+	uint32_t nconns;
+	struct dp_stats stats;
+};
+
+/*
+ * Binds and listens on cfg->socket_path (refusing when another daemon
+ * answers there, replacing a stale socket file) and adds the listener and
+ * the copy engine's eventfd to epfd. 0 or -errno with the reason in why.
+ */
+int dp_open(struct dp *dp, const struct dp_config *cfg, int epfd, struct l1 *l1,
+	    struct ns_registry *namespaces, struct copy_engine *copy, char *why,
+	    size_t whylen);
+/* Closes every connection and the listener; waits for copies in flight. */
+void dp_close(struct dp *dp);
+
+/* Monotonic milliseconds and nanoseconds, as the data plane counts time. */
+uint64_t dp_now_ms(void);
+
+#endif

@@ -1,0 +1,119 @@
+/* frame.c — see frame.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "frame.h"
+
+int frame_check_header(const struct wire_hdr *h)
+{
+	if (h->magic != KVT_PROTO_MAGIC || (h->flags & KVT_FLAG_REPLY))
+		return -EPROTO;
+	if (h->length > KVT_MAX_FRAME_BYTES)
+		return -EMSGSIZE;
+	return 0;
+}
+
+/* A name of len bytes from r into out; no NUL bytes inside. */
+static int take_name(struct wire_rd *r, uint16_t len, char *out)
+{
+	if (len > KVT_MAX_NAME)
+		return -EINVAL;
+	const uint8_t *p = wire_take(r, len);
+	if (!p)
+		return -EBADMSG;
+	if (memchr(p, '\0', len))
+		return -EINVAL;
+	memcpy(out, p, len);
+	out[len] = '\0';
+	return 0;
+}
+
+int frame_decode_hello(const uint8_t *p, size_t n, struct frame_hello *out)
+{
+	struct wire_rd r = {p, n, false};
+	out->version = wire_u16(&r);
+	out->role = wire_u8(&r);
+	(void)wire_u8(&r);
+	out->tp_size = wire_u16(&r);
+	out->rank = wire_u16(&r);
+	out->block_bytes = wire_u64(&r);
+	out->session = wire_u64(&r);
+	uint16_t model_len = wire_u16(&r), salt_len = wire_u16(&r);
+	(void)wire_u32(&r);
+	if (r.bad)
+		return -EBADMSG;
+	int err = take_name(&r, model_len, out->model);
+	if (!err)
+		err = take_name(&r, salt_len, out->salt);
+	if (err)
+		return err;
+	if (r.left)
+		return -EBADMSG;
+	if (out->role != KVT_ROLE_WORKER && out->role != KVT_ROLE_SCHEDULER)
+		return -EINVAL;
+	if (out->role == KVT_ROLE_WORKER && out->rank >= out->tp_size)
+		return -EINVAL;
+	return 0;
+}
+
+int frame_decode_register(const uint8_t *p, size_t n, struct frame_register *out)
+{
+	struct wire_rd r = {p, n, false};
+	out->size = wire_u64(&r);
+	out->kind = wire_u32(&r);
+	(void)wire_u32(&r);
+	return r.bad || r.left ? -EBADMSG : 0;
+}
+
+int frame_decode_u32(const uint8_t *p, size_t n, uint32_t *out)
+{
+	struct wire_rd r = {p, n, false};
+	*out = wire_u32(&r);
+	(void)wire_u32(&r);
+	return r.bad || r.left ? -EBADMSG : 0;
+}
+
+int frame_decode_u64(const uint8_t *p, size_t n, uint64_t *out)
+{
+	struct wire_rd r = {p, n, false};
+	*out = wire_u64(&r);
+	return r.bad || r.left ? -EBADMSG : 0;
+}
+
+int frame_decode_lookup(const uint8_t *p, size_t n, struct frame_lookup *out)
+{
+	struct wire_rd r = {p, n, false};
+	out->nkeys = wire_u32(&r);
+	out->lease_ms = wire_u32(&r);
+	if (r.bad)
+		return -EBADMSG;
+	if (out->nkeys > KVT_MAX_KEYS)
+		return -E2BIG;
+	/* struct kvt_key is 16 bytes with alignment 1: the payload is the array. */
+	out->keys = (const struct kvt_key *)wire_take(&r, (size_t)out->nkeys * KVT_KEY_BYTES);
+	return r.bad || r.left ? -EBADMSG : 0;
+}
+
+int frame_decode_blocks(const uint8_t *p, size_t n, struct frame_blocks *out)
+{
+	struct wire_rd r = {p, n, false};
+	out->buffer = wire_u32(&r);
+	out->nblocks = wire_u32(&r);
+	if (r.bad)
+		return -EBADMSG;
+	if (out->nblocks > KVT_MAX_BLOCKS)
+		return -E2BIG;
+	out->entries = wire_take(&r, (size_t)out->nblocks * KVT_BLOCK_ENTRY_BYTES);
+	return r.bad || r.left ? -EBADMSG : 0;
+}
+
+void frame_block_at(const struct frame_blocks *b, uint32_t i, struct frame_block *out)
+{
+	struct wire_rd r = {b->entries + (size_t)i * KVT_BLOCK_ENTRY_BYTES,
+			    KVT_BLOCK_ENTRY_BYTES, false};
+	memcpy(out->key.bytes, wire_take(&r, KVT_KEY_BYTES), KVT_KEY_BYTES);
+	out->offset = wire_u64(&r);
+	out->length = wire_u32(&r);
+}

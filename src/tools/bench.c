@@ -1,0 +1,489 @@
+/*
+ * bench.c — kvtier-bench: stores then loads N blocks through a running
+ * kvtierd over L lanes with C requests in flight per lane, verifies every
+ * byte loaded (block content derives from its key, so a wrong block shows),
+ * times 64-key prefix lookups, and measures a one-thread and an all-threads
+ * memcpy of the same bytes in the same run as the ceiling.
+ *
+ *   kvtier-bench --socket PATH [--block-size SIZE] [--blocks N] [--lanes L]
+ *                [--inflight C] [--batch B] [--threads T] [--json]
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvtier/kvtier.h"
+
+struct opts {
+	const char *socket;
+	uint64_t block;
+	uint32_t blocks;
+	unsigned lanes;
+	unsigned inflight;
+	unsigned batch;
+	unsigned threads;
+	int json;
+};
+
+struct lane_run {
+	struct kvt_client *c;
+	unsigned lane;
+	const struct opts *o;
+	uint32_t buffer;          /* the lane's staging buffer index */
+	uint8_t *staging;         /* blocks [first, first+count) at (i-first)*block */
+	uint32_t first, count;
+	const struct kvt_key *keys;
+	int op;                   /* 0 store, 1 load */
+	int failed;
+	double *lat;              /* per request, seconds */
+	uint32_t nlat;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t mix(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+/* Block content: a function of the key, word by word. */
+static void fill(uint8_t *p, uint64_t len, const struct kvt_key *k)
+{
+	uint64_t seed;
+	memcpy(&seed, k->bytes, 8);
+	for (uint64_t i = 0; i + 8 <= len; i += 8) {
+		uint64_t v = mix(seed + i);
+		memcpy(p + i, &v, 8);
+	}
+}
+
+static int check(const uint8_t *p, uint64_t len, const struct kvt_key *k)
+{
+	uint64_t seed;
+	memcpy(&seed, k->bytes, 8);
+	for (uint64_t i = 0; i + 8 <= len; i += 8) {
+		uint64_t v = mix(seed + i);
+		if (memcmp(p + i, &v, 8))
+			return 0;
+	}
+	return 1;
+}
+
+struct inflight_req {
+	uint64_t id;
+	double start;
+	struct kvt_block *blocks;
+	uint32_t n;
+};
+
+static void *lane_main(void *arg)
+{
+	struct lane_run *r = arg;
+	const struct opts *o = r->o;
+	unsigned cap = o->inflight;
+	struct inflight_req *reqs = calloc(cap, sizeof(*reqs));
+	struct kvt_block *blocks = calloc((size_t)cap * o->batch, sizeof(*blocks));
+	struct kvt_completion *comps = calloc(cap, sizeof(*comps));
+	r->lat = calloc(r->count / o->batch + 2, sizeof(double));
+	uint32_t next = 0, done = 0;
+	unsigned active = 0;
+	while (done < r->count && !r->failed) {
+		for (unsigned s = 0; s < cap && next < r->count; s++) {
+			if (reqs[s].blocks)
+				continue;
+			uint32_t n = r->count - next < o->batch ? r->count - next : o->batch;
+			struct kvt_block *b = &blocks[(size_t)s * o->batch];
+			for (uint32_t j = 0; j < n; j++) {
+				b[j].key = r->keys[r->first + next + j];
+				b[j].offset = (uint64_t)(next + j) * o->block;
+				b[j].length = (uint32_t)o->block;
+			}
+			uint64_t id;
+			int rc = r->op ? kvt_submit_load(r->c, r->lane, r->buffer, b, n, &id)
+				       : kvt_submit_store(r->c, r->lane, r->buffer, b, n, &id);
+			if (rc == -EBUSY)
+				break;
+			if (rc) {
+				fprintf(stderr, "kvtier-bench: submit: %s\n", kvt_strerror(rc));
+				r->failed = 1;
+				break;
+			}
+			reqs[s] = (struct inflight_req){id, now_s(), b, n};
+			next += n;
+			active++;
+		}
+		if (!active)
+			break;
+		int got = kvt_poll(r->c, r->lane, comps, cap, -1);
+		if (got < 0) {
+			fprintf(stderr, "kvtier-bench: poll: %s\n", kvt_strerror(got));
+			r->failed = 1;
+			break;
+		}
+		double t = now_s();
+		for (int i = 0; i < got; i++) {
+			for (unsigned s = 0; s < cap; s++) {
+				if (!reqs[s].blocks || reqs[s].id != comps[i].id)
+					continue;
+				if (comps[i].status)
+					r->failed = 1;
+				for (uint32_t j = 0; j < reqs[s].n; j++)
+					if (reqs[s].blocks[j].status)
+						r->failed = 1;
+				r->lat[r->nlat++] = t - reqs[s].start;
+				done += reqs[s].n;
+				reqs[s].blocks = NULL;
+				active--;
+			}
+		}
+	}
+	free(reqs);
+	free(blocks);
+	free(comps);
+	return NULL;
+}
+
+/* Runs op (0 store, 1 load) on every lane at once; returns seconds. */
+static double run_phase(struct lane_run *runs, unsigned lanes, int op)
+{
+	pthread_t th[1024];
+	double t = now_s();
+	for (unsigned i = 0; i < lanes; i++) {
+		runs[i].op = op;
+		free(runs[i].lat);
+		runs[i].lat = NULL;
+		runs[i].nlat = 0;
+		pthread_create(&th[i], NULL, lane_main, &runs[i]);
+	}
+	for (unsigned i = 0; i < lanes; i++)
+		pthread_join(th[i], NULL);
+	return now_s() - t;
+}
+
+struct copy_arg {
+	uint8_t *dst;
+	const uint8_t *src;
+	size_t len;
+};
+
+static void *copy_main(void *arg)
+{
+	struct copy_arg *a = arg;
+	memcpy(a->dst, a->src, a->len);
+	return NULL;
+}
+
+/* GB/s of copying len bytes with t threads (best of three). */
+static double memcpy_gbps(uint8_t *dst, const uint8_t *src, size_t len, unsigned t)
+{
+	double best = 1e30;
+	for (int rep = 0; rep < 3; rep++) {
+		pthread_t th[256];
+		struct copy_arg args[256];
+		double s = now_s();
+		size_t per = len / t;
+		for (unsigned i = 0; i < t; i++) {
+			args[i] = (struct copy_arg){dst + i * per, src + i * per,
+						    i == t - 1 ? len - i * per : per};
+			pthread_create(&th[i], NULL, copy_main, &args[i]);
+		}
+		for (unsigned i = 0; i < t; i++)
+			pthread_join(th[i], NULL);
+		double e = now_s() - s;
+		if (e < best)
+			best = e;
+	}
+	return (double)len / best / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Percentile p (0..100) of every lane's latencies, in microseconds. */
+static double percentile(struct lane_run *runs, unsigned lanes, double p)
+{
+	uint32_t n = 0;
+	for (unsigned i = 0; i < lanes; i++)
+		n += runs[i].nlat;
+	if (!n)
+		return 0;
+	double *all = malloc(n * sizeof(double));
+	uint32_t k = 0;
+	for (unsigned i = 0; i < lanes; i++)
+		for (uint32_t j = 0; j < runs[i].nlat; j++)
+			all[k++] = runs[i].lat[j];
+	qsort(all, n, sizeof(double), cmp_double);
+	double v = all[(uint32_t)((p / 100.0) * (n - 1))] * 1e6;
+	free(all);
+	return v;
+}
+
+/* 64-key chain lookups on lane 0, pipelined; returns keys/s. */
+static double lookups(struct kvt_client *c, const struct kvt_key *keys, uint32_t nkeys,
+		      double *p50_us, double *p99_us, int *all_hit)
+{
+	enum { CHAIN = 64, REQS = 2000, DEPTH = 16 };
+	uint32_t chain = nkeys < CHAIN ? nkeys : CHAIN;
+	uint8_t tiers[DEPTH][CHAIN];
+	struct kvt_lookup lk[DEPTH];
+	double start[DEPTH], *lat = calloc(REQS, sizeof(double));
+	uint64_t ids[DEPTH];
+	int busy[DEPTH] = {0};
+	unsigned sent = 0, got = 0;
+	*all_hit = 1;
+	double t0 = now_s();
+	while (got < REQS) {
+		for (unsigned s = 0; s < DEPTH && sent < REQS; s++) {
+			if (busy[s])
+				continue;
+			uint32_t off = (sent * 7919u) % (nkeys - chain + 1);
+			lk[s] = (struct kvt_lookup){.keys = keys + off, .nkeys = chain,
+						    .tiers = tiers[s]};
+			if (kvt_submit_lookup(c, 0, &lk[s], &ids[s]))
+				break;
+			start[s] = now_s();
+			busy[s] = 1;
+			sent++;
+		}
+		struct kvt_completion comp[DEPTH];
+		int n = kvt_poll(c, 0, comp, DEPTH, -1);
+		if (n < 0)
+			break;
+		double t = now_s();
+		for (int i = 0; i < n; i++)
+			for (unsigned s = 0; s < DEPTH; s++)
+				if (busy[s] && ids[s] == comp[i].id) {
+					if (comp[i].status || lk[s].hits != chain)
+						*all_hit = 0;
+					lat[got++] = t - start[s];
+					busy[s] = 0;
+				}
+	}
+	double el = now_s() - t0;
+	qsort(lat, got, sizeof(double), cmp_double);
+	*p50_us = got ? lat[got / 2] * 1e6 : 0;
+	*p99_us = got ? lat[(got * 99) / 100] * 1e6 : 0;
+	free(lat);
+	return (double)got * chain / el;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: kvtier-bench --socket PATH [--block-size SIZE] [--blocks N] [--lanes L]\n"
+		   "                    [--inflight C] [--batch B] [--threads T] [--json]\n"
+		   "  --block-size SIZE  bytes per block (default 2MiB)\n"
+		   "  --blocks N         blocks stored then loaded (default 256)\n"
+		   "  --lanes L          connections, one thread each (default 2)\n"
+		   "  --inflight C       requests in flight per lane (default 4)\n"
+		   "  --batch B          blocks per request (default 1)\n"
+		   "  --threads T        threads of the all-threads memcpy ceiling (default: CPUs)\n"
+		   "  --json             end with one JSON line for scripts\n");
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+		{"socket", required_argument, NULL, 's'}, {"block-size", required_argument, NULL, 'b'},
+		{"blocks", required_argument, NULL, 'n'}, {"lanes", required_argument, NULL, 'l'},
+		{"inflight", required_argument, NULL, 'c'}, {"batch", required_argument, NULL, 'B'},
+		{"threads", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'}, {0},
+	};
+	*o = (struct opts){.block = 2u << 20, .blocks = 256, .lanes = 2, .inflight = 4, .batch = 1,
+			   .threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN)};
+	int ch;
+	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (ch) {
+		case 's': o->socket = optarg; break;
+		case 'b':
+			if (kvt_parse_size(optarg, &o->block))
+				return -1;
+			break;
+		case 'n': o->blocks = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'l': o->lanes = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'c': o->inflight = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'B': o->batch = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 't': o->threads = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'j': o->json = 1; break;
+		case 'h': usage(stdout); exit(0);
+		default: return -1;
+		}
+	}
+	if (!o->socket || o->block < 8 || o->block > UINT32_MAX || o->blocks == 0 ||
+	    o->lanes == 0 || o->lanes > 1024 || o->inflight == 0 || o->inflight > 4096 ||
+	    o->batch == 0 || o->batch > 4096 || o->threads == 0 || o->threads > 256 ||
+	    o->blocks < o->lanes)
+		return -1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	if (parse(argc, argv, &o)) {
+		usage(stderr);
+		return 2;
+	}
+	o.block &= ~(uint64_t)7;
+	uint64_t run_id;
+	if (getrandom(&run_id, sizeof(run_id), 0) != sizeof(run_id))
+		run_id = (uint64_t)time(NULL);
+	struct kvt_client_options co = {.socket_path = o.socket, .model = "kvtier-bench",
+					.block_bytes = o.block, .tp_size = 1, .lanes = o.lanes,
+					.max_inflight = o.inflight};
+	struct kvt_client *c;
+	int rc = kvt_client_open(&co, &c);
+	if (rc) {
+		fprintf(stderr, "kvtier-bench: connect %s: %s\n", o.socket, kvt_strerror(rc));
+		return 1;
+	}
+	/* A prefix chain over tokens unique to this run. */
+	struct kvt_key *keys = calloc(o.blocks, sizeof(*keys));
+	int32_t tokens[16];
+	for (uint32_t i = 0; i < o.blocks; i++) {
+		for (int t = 0; t < 16; t++)
+			tokens[t] = (int32_t)(run_id >> (t % 2 ? 32 : 0)) ^ (int32_t)(i * 16 + (uint32_t)t);
+		kvt_key_chain_next(i ? &keys[i - 1] : NULL, tokens, 16, &keys[i]);
+	}
+	struct lane_run *runs = calloc(o.lanes, sizeof(*runs));
+	uint32_t per = o.blocks / o.lanes;
+	uint8_t **load_bufs = calloc(o.lanes, sizeof(*load_bufs));
+	uint32_t *load_idx = calloc(o.lanes, sizeof(*load_idx));
+	for (unsigned i = 0; i < o.lanes; i++) {
+		runs[i] = (struct lane_run){.c = c, .lane = i, .o = &o, .keys = keys,
+					    .first = i * per,
+					    .count = i == o.lanes - 1 ? o.blocks - i * per : per};
+		uint64_t size = (uint64_t)runs[i].count * o.block;
+		void *addr;
+		if ((rc = kvt_buffer_create(c, size, &addr, &runs[i].buffer)) ||
+		    (rc = kvt_buffer_create(c, size, (void **)&load_bufs[i], &load_idx[i]))) {
+			fprintf(stderr, "kvtier-bench: staging buffer of %" PRIu64 " bytes: %s\n",
+				size, kvt_strerror(rc));
+			return 1;
+		}
+		runs[i].staging = addr;
+		for (uint32_t j = 0; j < runs[i].count; j++)
+			fill(runs[i].staging + (uint64_t)j * o.block, o.block, &keys[runs[i].first + j]);
+		memset(load_bufs[i], 0, size); /* fault in; a stale byte cannot pass */
+	}
+	double bytes = (double)o.blocks * (double)o.block;
+	/* Warm-up: staging buffers are registered once and reused for ever, so
+	 * one untimed store and load of other keys puts them in that state. */
+	struct kvt_key *warm = calloc(o.blocks, sizeof(*warm));
+	for (uint32_t i = 0; i < o.blocks; i++) {
+		warm[i] = keys[i];
+		warm[i].bytes[15] ^= 0x5a;
+	}
+	for (int op = 0; op < 2; op++) {
+		for (unsigned i = 0; i < o.lanes; i++) {
+			runs[i].keys = warm;
+			if (op == 1) {
+				uint32_t b = runs[i].buffer;
+				runs[i].buffer = load_idx[i];
+				load_idx[i] = b;
+			}
+		}
+		run_phase(runs, o.lanes, op);
+	}
+	for (unsigned i = 0; i < o.lanes; i++) {
+		uint32_t b = runs[i].buffer;
+		runs[i].buffer = load_idx[i];
+		load_idx[i] = b;
+		runs[i].keys = keys;
+		runs[i].failed = 0;
+	}
+	free(warm);
+	double store_s = run_phase(runs, o.lanes, 0);
+	int failed = 0;
+	for (unsigned i = 0; i < o.lanes; i++)
+		failed |= runs[i].failed;
+	double store_p50 = percentile(runs, o.lanes, 50), store_p99 = percentile(runs, o.lanes, 99);
+	uint32_t *store_idx = calloc(o.lanes, sizeof(*store_idx));
+	uint8_t **store_bufs = calloc(o.lanes, sizeof(*store_bufs));
+	for (unsigned i = 0; i < o.lanes; i++) {
+		store_idx[i] = runs[i].buffer;
+		store_bufs[i] = runs[i].staging;
+		runs[i].buffer = load_idx[i];
+		runs[i].staging = load_bufs[i];
+	}
+	double load_s = run_phase(runs, o.lanes, 1);
+	for (unsigned i = 0; i < o.lanes; i++)
+		failed |= runs[i].failed;
+	double load_p50 = percentile(runs, o.lanes, 50), load_p99 = percentile(runs, o.lanes, 99);
+	int verified = !failed;
+	for (unsigned i = 0; i < o.lanes && verified; i++)
+		for (uint32_t j = 0; j < runs[i].count && verified; j++)
+			verified = check(load_bufs[i] + (uint64_t)j * o.block, o.block,
+					 &keys[runs[i].first + j]);
+	double lk_p50, lk_p99;
+	int all_hit;
+	double keys_per_s = lookups(c, keys, o.blocks, &lk_p50, &lk_p99, &all_hit);
+	verified = verified && all_hit;
+
+	/* The ceilings: the same bytes, staging to staging, lane by lane. */
+	double one = 0, all = 0;
+	for (unsigned i = 0; i < o.lanes; i++) {
+		size_t len = (size_t)runs[i].count * o.block;
+		one += memcpy_gbps(load_bufs[i], store_bufs[i], len, 1) * (double)len;
+		all += memcpy_gbps(load_bufs[i], store_bufs[i], len, o.threads) * (double)len;
+	}
+	one /= bytes;
+	all /= bytes;
+	double store_gbps = bytes / store_s / 1e9, load_gbps = bytes / load_s / 1e9;
+
+	printf("kvtier-bench: %u blocks of %" PRIu64 " bytes, %u lanes, %u in flight per lane, %u per request\n",
+	       o.blocks, o.block, o.lanes, o.inflight, o.batch);
+	printf("  store   %7.2f GB/s  (%.2f of all-threads memcpy)  p50 %.0f us  p99 %.0f us\n",
+	       store_gbps, store_gbps / all, store_p50, store_p99);
+	printf("  load    %7.2f GB/s  (%.2f of all-threads memcpy)  p50 %.0f us  p99 %.0f us\n",
+	       load_gbps, load_gbps / all, load_p50, load_p99);
+	printf("  lookup  %7.2f M keys/s (64-key chains)  p50 %.0f us  p99 %.0f us\n",
+	       keys_per_s / 1e6, lk_p50, lk_p99);
+	printf("  memcpy  %7.2f GB/s one thread, %.2f GB/s %u threads (ceiling)\n", one, all,
+	       o.threads);
+	printf("  verified: %s\n", verified ? "every byte" : "NO: wrong or missing data");
+	if (o.json)
+		printf("{\"block_bytes\": %" PRIu64 ", \"blocks\": %u, \"lanes\": %u, \"inflight\": %u, "
+		       "\"batch\": %u, \"store_gbps\": %.3f, \"load_gbps\": %.3f, \"store_ratio\": %.3f, "
+		       "\"load_ratio\": %.3f, \"memcpy_1t_gbps\": %.3f, \"memcpy_all_gbps\": %.3f, "
+		       "\"memcpy_threads\": %u, \"store_p50_us\": %.1f, \"store_p99_us\": %.1f, "
+		       "\"load_p50_us\": %.1f, \"load_p99_us\": %.1f, \"lookup_keys_per_s\": %.0f, "
+		       "\"lookup_p50_us\": %.1f, \"lookup_p99_us\": %.1f, \"verified\": %s}\n",
+		       o.block, o.blocks, o.lanes, o.inflight, o.batch, store_gbps, load_gbps,
+		       store_gbps / all, load_gbps / all, one, all, o.threads, store_p50, store_p99,
+		       load_p50, load_p99, keys_per_s, lk_p50, lk_p99, verified ? "true" : "false");
+	for (unsigned i = 0; i < o.lanes; i++) {
+		munmap(store_bufs[i], (size_t)runs[i].count * o.block);
+		munmap(load_bufs[i], (size_t)runs[i].count * o.block);
+		free(runs[i].lat);
+	}
+	kvt_client_close(c);
+	free(keys);
+	free(runs);
+	free(load_bufs);
+	free(load_idx);
+	free(store_idx);
+	free(store_bufs);
+	return verified ? 0 : 1;
+}

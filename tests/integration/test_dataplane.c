@@ -1,0 +1,644 @@
+/*
+ * test_dataplane.c — libkvtier against a real kvtierd: byte-exact round
+ * trips, lanes and clients at once, eviction seen by LOOKUP and LOAD, leases,
+ * tensor-parallel parts, buffer ownership, hostile frames, and a client
+ * killed in the middle of a LOAD.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon_fixture.h"
+#include "kvtier/protocol.h"
+#include "test_util.h"
+#include "wire.h"
+
+#define KiB 1024u
+#define MiB (1024u * 1024u)
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* The test's daemon; the teardown stops it even when the test failed. */
+static struct daemon_fixture *current;
+
+static struct daemon_fixture *start(const char *const *flags)
+{
+	struct daemon_fixture *d = calloc(1, sizeof(*d));
+	current = d;
+	if (daemon_start(d, flags))
+		fail_msg("kvtierd did not start; see its log under %s", d->dir);
+	return d;
+}
+
+/* Stops the daemon and checks it exited 0 after SIGTERM. */
+static void stop(struct daemon_fixture *d)
+{
+	current = NULL;
+	int rc = daemon_stop(d);
+	free(d);
+	assert_int_equal(rc, 0);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (current) {
+		fprintf(stderr, "test failed: kvtierd log kept under %s\n", current->dir);
+		daemon_stop(current);
+		free(current);
+		current = NULL;
+	}
+	return 0;
+}
+
+static struct kvt_client *client(struct daemon_fixture *d, const char *model, uint64_t block,
+				 uint16_t tp, uint16_t rank, int scheduler, unsigned lanes)
+{
+	struct kvt_client_options o = {.socket_path = d->socket, .model = model,
+				       .block_bytes = block, .tp_size = tp, .rank = rank,
+				       .scheduler = scheduler, .lanes = lanes};
+	struct kvt_client *c = NULL;
+	int rc = kvt_client_open(&o, &c);
+	if (rc)
+		fail_msg("kvt_client_open: %s", kvt_strerror(rc));
+	return c;
+}
+
+/* A staging buffer made by libkvtier. */
+struct staging {
+	uint8_t *p;
+	uint64_t size;
+	uint32_t index;
+};
+
+static struct staging staging(struct kvt_client *c, uint64_t size)
+{
+	struct staging s = {.size = size};
+	void *addr;
+	int rc = kvt_buffer_create(c, size, &addr, &s.index);
+	if (rc)
+		fail_msg("kvt_buffer_create: %s", kvt_strerror(rc));
+	s.p = addr;
+	return s;
+}
+
+static void blocks_for(struct kvt_block *b, uint64_t first_key, uint32_t n, uint32_t block)
+{
+	for (uint32_t i = 0; i < n; i++)
+		b[i] = (struct kvt_block){.key = test_key(first_key + i),
+					  .offset = (uint64_t)i * block, .length = block};
+}
+
+/* Stores keys [first, first+n) with content seeded by the key number. */
+static void store_range(struct kvt_client *c, struct staging *s, uint64_t first, uint32_t n,
+			uint32_t block)
+{
+	struct kvt_block b[64];
+	blocks_for(b, first, n, block);
+	for (uint32_t i = 0; i < n; i++)
+		test_fill(s->p + (uint64_t)i * block, block, first + i);
+	assert_int_equal(kvt_store(c, s->index, b, n), 0);
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(b[i].status, 0);
+}
+
+static uint32_t lookup_range(struct kvt_client *c, uint64_t first, uint32_t n, uint32_t lease_ms,
+			     uint64_t *lease)
+{
+	struct kvt_key keys[64];
+	uint8_t tiers[64];
+	for (uint32_t i = 0; i < n; i++)
+		keys[i] = test_key(first + i);
+	struct kvt_lookup lk = {.keys = keys, .nkeys = n, .lease_ms = lease_ms, .tiers = tiers};
+	assert_int_equal(kvt_lookup(c, &lk), 0);
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(tiers[i], i < lk.hits ? 1 : 0);
+	if (lease)
+		*lease = lk.lease_id;
+	return lk.hits;
+}
+
+static void test_round_trip(void **state)
+{
+	(void)state;
+	struct daemon_fixture *d = start((const char *[]){"--l1-size", "64MiB", NULL});
+	const uint32_t block = 256 * KiB;
+	struct kvt_client *c = client(d, "m", block, 1, 0, 0, 1);
+	struct staging in = staging(c, 16 * block), out = staging(c, 16 * block);
+
+	store_range(c, &in, 100, 1, block);
+	assert_int_equal(lookup_range(c, 100, 2, 0, NULL), 1);
+	struct kvt_block b[16];
+	blocks_for(b, 100, 1, block);
+	assert_int_equal(kvt_load(c, out.index, b, 1), 0);
+	assert_int_equal(b[0].status, 0);
+	assert_int_equal(b[0].length, block);
+	assert_true(test_check(out.p, block, 100));
+
+	/* Sixteen in one request, one a shorter block. */
+	store_range(c, &in, 200, 16, block);
+	blocks_for(b, 200, 16, block);
+	memset(out.p, 0, out.size);
+	assert_int_equal(kvt_load(c, out.index, b, 16), 0);
+	for (uint32_t i = 0; i < 16; i++) {
+		assert_int_equal(b[i].status, 0);
+		assert_true(test_check(out.p + (uint64_t)i * block, block, 200 + i));
+	}
+	assert_int_equal(lookup_range(c, 200, 16, 0, NULL), 16);
+	assert_int_equal(kvt_ping(c), 0);
+	assert_int_equal(daemon_stat(d, "dataplane.blocks_stored"), 17);
+	assert_int_equal(daemon_stat(d, "dataplane.blocks_loaded"), 17);
+	assert_int_equal(daemon_stat(d, "dataplane.bytes_loaded"), 17 * (long long)block);
+	assert_int_equal(daemon_stat(d, "dataplane.ops.store.requests"), 2);
+	assert_int_equal(daemon_stat(d, "dataplane.buffers_registered"), 2);
+	assert_int_equal(kvt_buffer_unregister(c, in.index), 0);
+	assert_int_equal(kvt_buffer_unregister(c, in.index), -ENOENT);
+	assert_int_equal(daemon_stat(d, "dataplane.buffers_registered"), 1);
+	kvt_client_close(c);
+	munmap(in.p, in.size);
+	munmap(out.p, out.size);
+	stop(d);
+}
+
+struct lane_job {
+	struct kvt_client *c;
+	unsigned lane;
+	struct staging in, out;
+	uint64_t first;
+	int ok;
+};
+
+/* One lane: 24 blocks stored and loaded back, 4 requests in flight. */
+static void *lane_job_main(void *arg)
+{
+	struct lane_job *j = arg;
+	const uint32_t block = 64 * KiB, n = 24;
+	struct kvt_block st[24], ld[24];
+	for (uint32_t i = 0; i < n; i++) {
+		test_fill(j->in.p + (uint64_t)i * block, block, j->first + i);
+		st[i] = (struct kvt_block){test_key(j->first + i), (uint64_t)i * block, block, 1};
+		ld[i] = st[i];
+	}
+	j->ok = 1;
+	for (int phase = 0; phase < 2; phase++) {
+		struct kvt_block *b = phase ? ld : st;
+		uint32_t sent = 0, done = 0;
+		while (done < n) {
+			while (sent < n && sent - done < 4) {
+				uint64_t id;
+				int rc = phase ? kvt_submit_load(j->c, j->lane, j->out.index, &b[sent], 1, &id)
+					       : kvt_submit_store(j->c, j->lane, j->in.index, &b[sent], 1, &id);
+				if (rc) {
+					j->ok = 0;
+					return NULL;
+				}
+				sent++;
+			}
+			struct kvt_completion comp[8];
+			int got = kvt_poll(j->c, j->lane, comp, 8, -1);
+			if (got <= 0) {
+				j->ok = 0;
+				return NULL;
+			}
+			for (int i = 0; i < got; i++)
+				j->ok &= comp[i].status == 0;
+			done += (uint32_t)got;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			j->ok &= b[i].status == 0;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		j->ok &= test_check(j->out.p + (uint64_t)i * block, block, j->first + i);
+	return NULL;
+}
+
+static void test_lanes_and_clients(void **state)
+{
+	(void)state;
+	struct daemon_fixture *d = start((const char *[]){"--l1-size", "64MiB", NULL});
+	struct kvt_client *c1 = client(d, "m", 64 * KiB, 1, 0, 0, 3);
+	struct kvt_client *c2 = client(d, "m", 64 * KiB, 1, 0, 0, 3);
+	assert_int_equal(kvt_client_lanes(c1), 3);
+	struct lane_job jobs[6];
+	pthread_t th[6];
+	for (unsigned i = 0; i < 6; i++) {
+		struct kvt_client *c = i < 3 ? c1 : c2;
+		/* Every lane of a client uses the client's buffers. */
+		jobs[i] = (struct lane_job){.c = c, .lane = i % 3, .first = 1000 + i * 100,
+					    .in = staging(c, 24 * 64 * KiB),
+					    .out = staging(c, 24 * 64 * KiB)};
+		pthread_create(&th[i], NULL, lane_job_main, &jobs[i]);
+	}
+	for (unsigned i = 0; i < 6; i++) {
+		pthread_join(th[i], NULL);
+		assert_true(jobs[i].ok);
+		munmap(jobs[i].in.p, jobs[i].in.size);
+		munmap(jobs[i].out.p, jobs[i].out.size);
+	}
+	assert_int_equal(daemon_stat(d, "dataplane.clients_active"), 2);
+	assert_int_equal(daemon_stat(d, "dataplane.connections_active"), 6);
+	assert_int_equal(daemon_stat(d, "dataplane.blocks_loaded"), 6 * 24);
+	kvt_client_close(c1);
+	kvt_client_close(c2);
+	stop(d);
+}
+
+static const char *const small_l1[] = {"--l1-size", "16MiB", "--l1-region-size", "1MiB",
+				       "--l1-high-watermark", "1", NULL};
+
+static void test_eviction_seen_by_lookup_and_load(void **state)
+{
+	(void)state;
+	struct daemon_fixture *d = start(small_l1);
+	const uint32_t block = MiB;
+	struct kvt_client *c = client(d, "m", block, 1, 0, 0, 1);
+	struct staging in = staging(c, 16 * block), out = staging(c, 8 * block);
+	store_range(c, &in, 0, 8, block);
+	assert_int_equal(lookup_range(c, 0, 8, 0, NULL), 8);
+	/* Sixteen more fill L1: the first eight were least recently used. */
+	store_range(c, &in, 100, 16, block);
+	assert_int_equal(lookup_range(c, 0, 8, 0, NULL), 0);
+	assert_int_equal(lookup_range(c, 100, 16, 0, NULL), 16);
+
+	/* Looked up, then evicted before the LOAD: reported missing, not zeroed. */
+	assert_int_equal(lookup_range(c, 100, 4, 0, NULL), 4);
+	store_range(c, &in, 200, 16, block);
+	memset(out.p, 0xab, out.size);
+	struct kvt_block b[4];
+	blocks_for(b, 100, 4, block);
+	assert_int_equal(kvt_load(c, out.index, b, 4), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(b[i].status, -ENOENT);
+	for (uint64_t i = 0; i < 4 * (uint64_t)block; i++)
+		if (out.p[i] != 0xab)
+			fail_msg("byte %llu of a missing block was written", (unsigned long long)i);
+	assert_int_equal(daemon_stat(d, "dataplane.blocks_load_missing"), 4);
+	assert_true(daemon_stat(d, "l1.evictions_capacity") >= 24);
+	kvt_client_close(c);
+	munmap(in.p, in.size);
+	munmap(out.p, out.size);
+	stop(d);
+}
+
+static void test_leases(void **state)
+{
+	(void)state;
+	struct daemon_fixture *d = start(small_l1);
+	const uint32_t block = MiB;
+	struct kvt_client *c = client(d, "m", block, 1, 0, 0, 1);
+	struct staging in = staging(c, 16 * block);
+	store_range(c, &in, 0, 4, block);
+	uint64_t lease;
+	assert_int_equal(lookup_range(c, 0, 4, 60000, &lease), 4);
+	assert_int_not_equal(lease, 0);
+	assert_int_equal(daemon_stat(d, "l1.leases_active"), 1);
+	/* Pressure well past capacity: the leased blocks stay. (Stores go 8 at
+	 * a time: a request pins its own blocks, and 4 of 16 slots are leased.) */
+	for (uint64_t k = 100; k < 132; k += 8)
+		store_range(c, &in, k, 8, block);
+	assert_int_equal(lookup_range(c, 0, 4, 0, NULL), 4);
+	/* Released, they go under the next pressure. */
+	assert_int_equal(kvt_release(c, lease), 0);
+	assert_int_equal(kvt_release(c, lease), -ENOENT);
+	store_range(c, &in, 300, 8, block);
+	store_range(c, &in, 308, 8, block);
+	assert_int_equal(lookup_range(c, 0, 4, 0, NULL), 0);
+
+	/* A short lease expires by itself: wait (bounded) for the gauge to drop. */
+	store_range(c, &in, 400, 4, block);
+	assert_int_equal(lookup_range(c, 400, 4, 50, &lease), 4);
+	long long active = 1;
+	for (int i = 0; i < 200 && active != 0; i++) {
+		sleep_ms(25);
+		active = daemon_stat(d, "l1.leases_active");
+	}
+	assert_int_equal(active, 0);
+	assert_int_equal(daemon_stat(d, "l1.leases_expired"), 1);
+	store_range(c, &in, 500, 8, block);
+	store_range(c, &in, 508, 8, block);
+	assert_int_equal(lookup_range(c, 400, 4, 0, NULL), 0);
+	kvt_client_close(c);
+	munmap(in.p, in.size);
+	stop(d);
+}
+
+static void test_tensor_parallel(void **state)
+{
+	(void)state;
+	struct daemon_fixture *d = start((const char *[]){"--l1-size", "64MiB", NULL});
+	const uint32_t block = 128 * KiB;
+	struct kvt_client *r0 = client(d, "tp-model", block, 2, 0, 0, 1);
+	struct kvt_client *r1 = client(d, "tp-model", block, 2, 1, 0, 1);
+	struct kvt_client *sched = client(d, "tp-model", block, 2, 0, 1, 1);
+	struct staging s0 = staging(r0, block), s1 = staging(r1, block);
+	struct kvt_block b = {test_key(7), 0, block, 1};
+	test_fill(s0.p, block, 7000);
+	assert_int_equal(kvt_store(r0, s0.index, &b, 1), 0);
+	assert_int_equal(b.status, 0);
+	assert_int_equal(lookup_range(sched, 7, 1, 0, NULL), 0); /* one rank of two */
+	test_fill(s1.p, block, 7001);
+	b.status = 1;
+	assert_int_equal(kvt_store(r1, s1.index, &b, 1), 0);
+	assert_int_equal(b.status, 0);
+	assert_int_equal(lookup_range(sched, 7, 1, 0, NULL), 1);
+	/* Each rank loads its own part. */
+	memset(s0.p, 0, block);
+	memset(s1.p, 0, block);
+	assert_int_equal(kvt_load(r0, s0.index, &b, 1), 0);
+	assert_true(test_check(s0.p, block, 7000));
+	assert_int_equal(kvt_load(r1, s1.index, &b, 1), 0);
+	assert_true(test_check(s1.p, block, 7001));
+	/* A part stored again is a no-op. */
+	assert_int_equal(kvt_store(r1, s1.index, &b, 1), 0);
+	assert_int_equal(b.status, 0);
+	/* The scheduler looks up only; a mismatched HELLO is refused. */
+	assert_int_equal(kvt_store(sched, 0, &b, 1), -EPERM);
+	struct kvt_client_options o = {.socket_path = d->socket, .model = "tp-model",
+				       .block_bytes = block * 2, .tp_size = 2};
+	struct kvt_client *bad;
+	assert_int_equal(kvt_client_open(&o, &bad), -KVT_ENSCONFLICT);
+	o.block_bytes = block;
+	o.tp_size = 4;
+	assert_int_equal(kvt_client_open(&o, &bad), -KVT_ENSCONFLICT);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.ns_conflict"), 2);
+	kvt_client_close(r0);
+	kvt_client_close(r1);
+	kvt_client_close(sched);
+	munmap(s0.p, block);
+	munmap(s1.p, block);
+	stop(d);
+}
+
+static void test_buffer_ownership_and_bounds(void **state)
+{
+	(void)state;
+	struct daemon_fixture *d = start((const char *[]){"--l1-size", "64MiB", NULL});
+	const uint32_t block = 64 * KiB;
+	struct kvt_client *a = client(d, "m", block, 1, 0, 0, 1);
+	struct kvt_client *b = client(d, "m", block, 1, 0, 0, 1);
+	struct staging sa = staging(a, 4 * block);
+	struct kvt_block blk = {test_key(1), 0, block, 1};
+	/* Another client's index is refused; so is an unknown one. */
+	assert_int_equal(kvt_store(b, sa.index, &blk, 1), -EPERM);
+	assert_int_equal(kvt_load(b, sa.index, &blk, 1), -EPERM);
+	assert_int_equal(kvt_store(b, 999, &blk, 1), -ENOENT);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.foreign_buffer"), 2);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.unknown_buffer"), 1);
+	/* Offsets and lengths outside the buffer or the block, per block. */
+	struct kvt_block bad[4] = {
+		{test_key(2), 4 * block, 1, 1},            /* starts past the end */
+		{test_key(3), 3 * block + 1, block, 1},    /* runs past the end */
+		{test_key(4), 0, block + 1, 1},            /* longer than a block */
+		{test_key(5), 0, block, 1},                /* fine */
+	};
+	bad[1].offset = UINT64_MAX - 10;                    /* overflow attempt */
+	assert_int_equal(kvt_store(a, sa.index, bad, 4), 0);
+	assert_int_equal(bad[0].status, -ERANGE);
+	assert_int_equal(bad[1].status, -ERANGE);
+	assert_int_equal(bad[2].status, -ERANGE);
+	assert_int_equal(bad[3].status, 0);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.out_of_range"), 3);
+	/* A load into too little space is refused, not truncated. */
+	struct kvt_block small = {test_key(5), 0, block - 1, 1};
+	assert_int_equal(kvt_load(a, sa.index, &small, 1), 0);
+	assert_int_equal(small.status, -ERANGE);
+	/* Registration of a non-memfd, and of a size past the file, is refused. */
+	FILE *f = tmpfile();
+	uint32_t idx;
+	assert_int_equal(ftruncate(fileno(f), 65536), 0);
+	assert_int_equal(kvt_buffer_register(a, fileno(f), 65536, &idx), -EINVAL);
+	fclose(f);
+	int mfd = memfd_create("t", MFD_ALLOW_SEALING);
+	assert_int_equal(ftruncate(mfd, 65536), 0);
+	assert_int_equal(kvt_buffer_register(a, mfd, 65537, &idx), -EINVAL);
+	assert_int_equal(kvt_buffer_register(a, mfd, 65536, &idx), 0);
+	/* Sealed now: the client cannot shrink it under the daemon. */
+	assert_int_not_equal(ftruncate(mfd, 4096), 0);
+	close(mfd);
+	kvt_client_close(a);
+	kvt_client_close(b);
+	munmap(sa.p, sa.size);
+	stop(d);
+}
+
+/* --- hostile frames on a raw socket --- */
+
+static int raw_connect(struct daemon_fixture *d)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	strcpy(sa.sun_path, d->socket);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	struct timeval tv = {10, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+static void raw_send(int fd, uint32_t magic, uint16_t op, const void *payload, uint32_t len,
+		     uint32_t claimed_len)
+{
+	uint8_t hdr[KVT_HDR_BYTES];
+	struct wire_hdr h = {.magic = magic, .op = op, .length = claimed_len, .id = 42};
+	wire_hdr_encode(hdr, &h);
+	assert_int_equal(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
+	if (len)
+		assert_int_equal(send(fd, payload, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+/* Reads one reply header (and skips its payload); returns its status. */
+static int raw_status(int fd)
+{
+	uint8_t hdr[KVT_HDR_BYTES], skip[4096];
+	size_t got = 0;
+	while (got < sizeof(hdr)) {
+		ssize_t n = recv(fd, hdr + got, sizeof(hdr) - got, 0);
+		if (n <= 0)
+			return 1; /* closed */
+		got += (size_t)n;
+	}
+	struct wire_hdr h;
+	wire_hdr_decode(hdr, &h);
+	assert_int_equal(h.magic, KVT_PROTO_MAGIC);
+	assert_int_equal(h.id, 42);
+	for (uint32_t left = h.length; left;) {
+		ssize_t n = recv(fd, skip, left < sizeof(skip) ? left : sizeof(skip), 0);
+		assert_true(n > 0);
+		left -= (uint32_t)n;
+	}
+	return h.status;
+}
+
+static int raw_hello_status(int fd)
+{
+	uint8_t p[KVT_HELLO_BYTES + 1];
+	struct wire_wr w = {p, sizeof(p), false};
+	wire_put_u16(&w, KVT_PROTO_VERSION);
+	wire_put_u8(&w, KVT_ROLE_WORKER);
+	wire_put_u8(&w, 0);
+	wire_put_u16(&w, 1);
+	wire_put_u16(&w, 0);
+	wire_put_u64(&w, 4096);
+	wire_put_u64(&w, 0);
+	wire_put_u16(&w, 1);
+	wire_put_u16(&w, 0);
+	wire_put_u32(&w, 0);
+	wire_put_u8(&w, 'h');
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_HELLO, p, sizeof(p), sizeof(p));
+	return raw_status(fd);
+}
+
+static void raw_hello(int fd)
+{
+	assert_int_equal(raw_hello_status(fd), 0);
+}
+
+static void test_hostile_frames(void **state)
+{
+	(void)state;
+	struct daemon_fixture *d = start((const char *[]){"--l1-size", "64MiB", NULL});
+	struct kvt_client *good = client(d, "h", 4096, 1, 0, 0, 1);
+
+	int fd = raw_connect(d);
+	raw_send(fd, 0xdeadbeef, KVT_OP_PING, NULL, 0, 0);
+	assert_int_equal(raw_status(fd), 1); /* wrong magic: closed */
+	close(fd);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.bad_magic"), 1);
+
+	fd = raw_connect(d);
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_LOOKUP, NULL, 0, KVT_MAX_FRAME_BYTES + 1);
+	assert_int_equal(raw_status(fd), 1); /* oversized: closed */
+	close(fd);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.oversized"), 1);
+
+	fd = raw_connect(d);
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_PING, NULL, 0, 0);
+	assert_int_equal(raw_status(fd), -ENOTCONN); /* before HELLO */
+	raw_hello(fd);
+	assert_int_equal(raw_hello_status(fd), -EALREADY); /* a second HELLO */
+	close(fd);
+
+	fd = raw_connect(d);
+	raw_hello(fd);
+	raw_send(fd, KVT_PROTO_MAGIC, 99, NULL, 0, 0);
+	assert_int_equal(raw_status(fd), -EOPNOTSUPP);
+	uint8_t lk[8 + 16];
+	struct wire_wr w = {lk, sizeof(lk), false};
+	wire_put_u32(&w, 5000); /* more keys than allowed */
+	wire_put_u32(&w, 0);
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_LOOKUP, lk, 8, 8);
+	assert_int_equal(raw_status(fd), -E2BIG);
+	w = (struct wire_wr){lk, sizeof(lk), false};
+	wire_put_u32(&w, 3); /* three keys, one sent */
+	wire_put_u32(&w, 0);
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_LOOKUP, lk, sizeof(lk), sizeof(lk));
+	assert_int_equal(raw_status(fd), -EBADMSG);
+	uint8_t st[8];
+	w = (struct wire_wr){st, sizeof(st), false};
+	wire_put_u32(&w, 0);
+	wire_put_u32(&w, 1000000); /* blocks */
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_STORE, st, 8, 8);
+	assert_int_equal(raw_status(fd), -E2BIG);
+	uint8_t reg[KVT_REGISTER_BYTES] = {0};
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_REGISTER, reg, sizeof(reg), sizeof(reg));
+	assert_int_equal(raw_status(fd), -EBADF); /* no fd passed */
+	uint8_t rel[8] = {1};
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_RELEASE, rel, 8, 8);
+	assert_int_equal(raw_status(fd), -ENOENT);
+	/* A truncated frame, then the client goes away. */
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_LOOKUP, lk, 4, 100);
+	close(fd);
+
+	/* The daemon and the other client never noticed. */
+	assert_int_equal(kvt_ping(good), 0);
+	assert_int_equal(lookup_range(good, 1, 1, 0, NULL), 0);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.too_many"), 2);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.malformed"), 1);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.unknown_op"), 1);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.no_hello"), 1);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.bad_hello"), 1);
+	kvt_client_close(good);
+	stop(d);
+}
+
+static void test_client_killed_mid_load(void **state)
+{
+	(void)state;
+	struct daemon_fixture *d = start((const char *[]){"--l1-size", "256MiB", NULL});
+	const uint32_t block = 4 * MiB;
+	pid_t child = fork();
+	if (child == 0) {
+		struct kvt_client_options o = {.socket_path = d->socket, .model = "k",
+					       .block_bytes = block, .lanes = 2};
+		struct kvt_client *c;
+		void *addr;
+		uint32_t idx;
+		if (kvt_client_open(&o, &c) || kvt_buffer_create(c, 16 * (uint64_t)block, &addr, &idx))
+			_exit(1);
+		struct kvt_block b[16];
+		blocks_for(b, 0, 16, block);
+		if (kvt_store(c, idx, b, 16))
+			_exit(2);
+		struct kvt_key keys[16];
+		uint8_t tiers[16];
+		for (int i = 0; i < 16; i++)
+			keys[i] = test_key((uint64_t)i);
+		struct kvt_lookup lk = {.keys = keys, .nkeys = 16, .lease_ms = 60000, .tiers = tiers};
+		if (kvt_lookup(c, &lk) || lk.hits != 16)
+			_exit(3);
+		uint64_t id;
+		for (unsigned lane = 0; lane < 2; lane++)
+			for (int i = 0; i < 8; i++)
+				kvt_submit_load(c, lane, idx, b, 16, &id);
+		raise(SIGKILL);
+	}
+	int status;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	long long clients = -1;
+	for (int i = 0; i < 400 && clients != 0; i++) {
+		clients = daemon_stat(d, "dataplane.clients_active");
+		if (clients)
+			sleep_ms(25);
+	}
+	assert_int_equal(clients, 0);
+	assert_int_equal(daemon_stat(d, "l1.pinned_items"), 0);
+	assert_int_equal(daemon_stat(d, "l1.leases_active"), 0);
+	assert_int_equal(daemon_stat(d, "dataplane.buffers_registered"), 0);
+	assert_int_equal(daemon_stat(d, "dataplane.connections_active"), 0);
+	assert_int_equal(daemon_stat(d, "l1.complete_items"), 16); /* the data stays */
+	/* And the next client is served. */
+	struct kvt_client *c = client(d, "k", block, 1, 0, 0, 1);
+	assert_int_equal(lookup_range(c, 0, 16, 0, NULL), 16);
+	kvt_client_close(c);
+	stop(d);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_round_trip, teardown),
+		cmocka_unit_test_teardown(test_lanes_and_clients, teardown),
+		cmocka_unit_test_teardown(test_eviction_seen_by_lookup_and_load, teardown),
+		cmocka_unit_test_teardown(test_leases, teardown),
+		cmocka_unit_test_teardown(test_tensor_parallel, teardown),
+		cmocka_unit_test_teardown(test_buffer_ownership_and_bounds, teardown),
+		cmocka_unit_test_teardown(test_hostile_frames, teardown),
+		cmocka_unit_test_teardown(test_client_killed_mid_load, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
