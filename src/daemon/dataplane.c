@@ -280,7 +280,18 @@ static void conn_free(struct dp_conn *c)
 	dp->nconns--;
 }
 
-/* Closes the socket now; the rest goes once no copy of it is in flight. */
+/* Frees a closed connection once no copy of it is in flight. */
+static void conn_release_if_done(struct dp_conn *c)
+{
+	if (c->dead && c->inflight == 0)
+		conn_free(c);
+}
+
+/*
+ * Closes the socket now; the memory stays until conn_release_if_done, which
+ * the event handler and the completion path call last, so no caller ever
+ * touches a freed connection.
+ */
 static void conn_close(struct dp_conn *c)
 {
 	if (c->dead)
@@ -292,8 +303,6 @@ static void conn_close(struct dp_conn *c)
 		close(c->fds[i]);
 	c->nfds = 0;
 	STAT_SUB(c->dp, connections_active, 1);
-	if (c->inflight == 0)
-		conn_free(c);
 }
 
 /* --- ops --- */
@@ -572,12 +581,8 @@ static void req_complete(struct dp *dp, struct dp_req *r)
 	buffers_put(r->buf);
 	c->inflight--;
 	free(r);
-	if (c->dead) {
-		if (c->inflight == 0)
-			conn_free(c);
-	} else {
-		conn_flush(c);
-	}
+	conn_flush(c);
+	conn_release_if_done(c);
 }
 
 static void on_copies_done(struct loop_source *src, uint32_t events)
@@ -735,6 +740,7 @@ static void on_conn_event(struct loop_source *src, uint32_t events)
 		conn_flush(c);
 	if (!c->dead && (events & (EPOLLHUP | EPOLLERR)))
 		conn_close(c);
+	conn_release_if_done(c);
 }
 
 static void on_accept(struct loop_source *src, uint32_t events)
@@ -854,6 +860,7 @@ void dp_close(struct dp *dp)
 	for (struct dp_conn *c = dp->conns, *next; c; c = next) {
 		next = c->next;
 		conn_close(c);
+		conn_release_if_done(c);
 	}
 	/* Let the copies in flight finish, then complete their requests. */
 	while (dp->conns) {

@@ -349,7 +349,10 @@ int main(int argc, char **argv)
 	uint64_t run_id;
 	if (getrandom(&run_id, sizeof(run_id), 0) != sizeof(run_id))
 		run_id = (uint64_t)time(NULL);
-	struct kvt_client_options co = {.socket_path = o.socket, .model = "kvtier-bench",
+	/* One namespace per block size: a namespace's block size is fixed. */
+	char model[64];
+	snprintf(model, sizeof(model), "kvtier-bench-%" PRIu64, o.block);
+	struct kvt_client_options co = {.socket_path = o.socket, .model = model,
 					.block_bytes = o.block, .tp_size = 1, .lanes = o.lanes,
 					.max_inflight = o.inflight};
 	struct kvt_client *c;
