@@ -444,6 +444,10 @@ static int op_lookup(struct dp_conn *c, const struct wire_hdr *h, const uint8_t 
 			&hits, &lease);
 	if (err == -ENOSPC)
 		REJECT(dp, lease_limit);
+	else if (err) { /* no memory for the lease list: answer "nothing found" */
+		hits = 0;
+		memset(out + 16, KVT_TIER_NONE, lk.nkeys);
+	}
 	if (lease)
 		s->leases[s->nleases++] = lease;
 	struct wire_wr w = {out, 16, false};
