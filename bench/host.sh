@@ -5,11 +5,12 @@
 # JSON lines, and stops the daemon.
 #
 #   bench/host.sh [BUILD-DIR]        (default: build/plain)
-#   RUNS=3 L1=2GiB bench/host.sh     (repeat each case; L1 size)
+#   RUNS=3 L1=2GiB LANES=2 bench/host.sh   (repeats, L1 size, lanes)
 set -eu
 BUILD=${1:-build/plain}
 RUNS=${RUNS:-3}
 L1=${L1:-1GiB}
+LANES=${LANES:-2}
 DIR=$(mktemp -d /tmp/kvtier-bench.XXXXXX)
 trap 'kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; rm -rf "$DIR"' EXIT
 "$BUILD/kvtierd" --runtime-dir "$DIR" --http 127.0.0.1:0 --l1-size "$L1" 2>"$DIR/log" &
@@ -20,13 +21,13 @@ until grep -q "ready:" "$DIR/log"; do
 	[ $i -lt 600 ] || { cat "$DIR/log"; exit 1; }
 	sleep 0.1
 done
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), L1 $L1"
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) CPUs, $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2), L1 $L1, $LANES lanes"
 for case in "2MiB 192" "18MiB 24"; do
 	set -- $case
 	r=0
 	while [ $r -lt "$RUNS" ]; do
 		"$BUILD/kvtier-bench" --socket "$DIR/kvtierd.sock" --block-size "$1" --blocks "$2" \
-			--lanes 2 --inflight 4 --json | tail -n 1
+			--lanes "$LANES" --inflight 4 --json | tail -n 1
 		r=$((r + 1))
 	done
 done

@@ -1,0 +1,19 @@
+#!/bin/sh
+# carry.sh — copies built binaries and every shared library they need (but
+# glibc's own) into DEST/bin and DEST/lib, so they run on a machine without
+# our Debian packages (the GPU host): LD_LIBRARY_PATH=DEST/lib DEST/bin/...
+#
+#   bench/carry.sh BUILD-DIR DEST
+set -eu
+BUILD=$1
+DEST=$2
+mkdir -p "$DEST/bin" "$DEST/lib"
+for b in kvtierd kvtier-bench; do
+	cp "$BUILD/.libs/$b" "$DEST/bin/$b" 2>/dev/null || cp "$BUILD/$b" "$DEST/bin/$b"
+done
+cp -L "$BUILD"/.libs/libkvtier.so.0 "$DEST/lib/"
+for b in "$DEST"/bin/*; do
+	LD_LIBRARY_PATH="$DEST/lib" ldd "$b" | awk '/=> \// {print $3}'
+done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+	while read -r lib; do cp -L "$lib" "$DEST/lib/"; done
+ls "$DEST/bin" "$DEST/lib"
