@@ -307,15 +307,23 @@ static void conn_close(struct dp_conn *c)
 
 /* --- ops --- */
 
+/* Counts a payload that did not decode: over a limit, or malformed. */
+static int decode_failed(struct dp *dp, int err)
+{
+	if (err == -E2BIG)
+		REJECT(dp, too_many);
+	else
+		REJECT(dp, malformed);
+	return err;
+}
+
 static int op_hello(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p)
 {
 	struct dp *dp = c->dp;
 	struct frame_hello hello;
 	int err = frame_decode_hello(p, h->length, &hello);
-	if (err == -EBADMSG) {
-		REJECT(dp, malformed);
-		return err;
-	}
+	if (err == -EBADMSG)
+		return decode_failed(dp, err);
 	if (err || c->hello_done || hello.version != KVT_PROTO_VERSION) {
 		REJECT(dp, bad_hello);
 		return err ? err : c->hello_done ? -EALREADY : -EPROTONOSUPPORT;
@@ -365,10 +373,9 @@ static int op_register(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 {
 	struct dp *dp = c->dp;
 	struct frame_register reg;
-	if (frame_decode_register(p, h->length, &reg)) {
-		REJECT(dp, malformed);
-		return -EBADMSG;
-	}
+	int err = frame_decode_register(p, h->length, &reg);
+	if (err)
+		return decode_failed(dp, err);
 	if (c->nfds == 0) {
 		REJECT(dp, bad_buffer);
 		return -EBADF;
@@ -404,11 +411,10 @@ static int count_buffer_error(struct dp *dp, int err)
 static int op_unregister(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p)
 {
 	uint32_t index;
-	if (frame_decode_u32(p, h->length, &index)) {
-		REJECT(c->dp, malformed);
-		return -EBADMSG;
-	}
-	int err = buffers_unregister(&c->dp->buffers, c->session->id, index);
+	int err = frame_decode_u32(p, h->length, &index);
+	if (err)
+		return decode_failed(c->dp, err);
+	err = buffers_unregister(&c->dp->buffers, c->session->id, index);
 	if (err)
 		return count_buffer_error(c->dp, err);
 	reply_status(c, h->op, h->id, 0);
@@ -420,13 +426,8 @@ static int op_lookup(struct dp_conn *c, const struct wire_hdr *h, const uint8_t 
 	struct dp *dp = c->dp;
 	struct frame_lookup lk;
 	int err = frame_decode_lookup(p, h->length, &lk);
-	if (err) {
-		if (err == -E2BIG)
-			REJECT(dp, too_many);
-		else
-			REJECT(dp, malformed);
-		return err;
-	}
+	if (err)
+		return decode_failed(dp, err);
 	uint32_t lease_ms = lk.lease_ms;
 	struct dp_session *s = c->session;
 	if (lease_ms && s->nleases == dp->max_leases_per_client)
@@ -460,14 +461,13 @@ static int op_lookup(struct dp_conn *c, const struct wire_hdr *h, const uint8_t 
 static int op_release(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p)
 {
 	uint64_t lease;
-	if (frame_decode_u64(p, h->length, &lease)) {
-		REJECT(c->dp, malformed);
-		return -EBADMSG;
-	}
+	int err = frame_decode_u64(p, h->length, &lease);
+	if (err)
+		return decode_failed(c->dp, err);
 	/* A lease is released only by the client that took it. */
 	if (!session_forget_lease(c->session, lease))
 		return -ENOENT;
-	int err = l1_lease_release(c->dp->l1, lease);
+	err = l1_lease_release(c->dp->l1, lease);
 	if (err)
 		return err;
 	reply_status(c, h->op, h->id, 0);
@@ -498,13 +498,8 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 	}
 	struct frame_blocks fb;
 	int err = frame_decode_blocks(p, h->length, &fb);
-	if (err) {
-		if (err == -E2BIG)
-			REJECT(dp, too_many);
-		else
-			REJECT(dp, malformed);
-		return err;
-	}
+	if (err)
+		return decode_failed(dp, err);
 	struct stbuf *buf;
 	err = buffers_get(&dp->buffers, c->session->id, fb.buffer, &buf);
 	if (err)
