@@ -19,6 +19,7 @@
 #include "dataplane.h"
 #include "http.h"
 #include "l1.h"
+#include "metrics.h"
 #include "settings.h"
 
 #define HTTP_CONNECTION_LIMIT 256
@@ -117,6 +118,26 @@ static enum MHD_Result respond_stats(struct MHD_Connection *conn, const struct h
 	return r;
 }
 
+static enum MHD_Result respond_metrics(struct MHD_Connection *conn, const struct http_ctx *ctx)
+{
+	size_t len = 0;
+	char *text = metrics_render(ctx->l1, ctx->dp, &len);
+	if (!text)
+		return respond_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+				     "cannot render the metrics");
+	struct MHD_Response *r =
+		MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, METRICS_CONTENT_TYPE);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
 			      const char *method, const char *version,
 			      const char *upload_data, size_t *upload_data_size,
@@ -146,6 +167,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 			return respond_json(conn, MHD_HTTP_OK, "{\"status\":\"ready\"}\n");
 		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
 				     "tiers are still opening");
+	}
+	if (strcmp(url, "/metrics") == 0) {
+		if (!get)
+			return respond_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+					     "method_not_allowed", "use GET");
+		return respond_metrics(conn, srv->ctx);
 	}
 	if (strcmp(url, "/v1/stats") == 0) {
 		if (!get)

@@ -1,0 +1,150 @@
+/* metrics.c — see metrics.h. Every family has HELP and TYPE; names follow
+ * Prometheus practice: kvtier_ prefix, base units, _total on counters. */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "dataplane.h"
+#include "gpu.h"
+#include "kvtier/kvtier.h"
+#include "l1.h"
+#include "metrics.h"
+
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void sample(FILE *f, const char *name, const char *labels, uint64_t v)
+{
+	fprintf(f, "%s%s%s%s %" PRIu64 "\n", name, labels ? "{" : "", labels ? labels : "",
+		labels ? "}" : "", v);
+}
+
+static void one(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
+{
+	family(f, name, type, help);
+	sample(f, name, NULL, v);
+}
+
+static void render_l1(FILE *f, const struct l1_stats_snapshot *s)
+{
+	family(f, "kvtier_lookups_total", "counter", "Prefix lookups.");
+	sample(f, "kvtier_lookups_total", NULL, s->lookups);
+	family(f, "kvtier_lookup_blocks_total", "counter",
+	       "Keys answered by lookups, by tier and result (a miss ends a chain).");
+	sample(f, "kvtier_lookup_blocks_total", "tier=\"l1\",result=\"hit\"", s->lookup_hits);
+	sample(f, "kvtier_lookup_blocks_total", "tier=\"l2\",result=\"hit\"", s->lookup_lower_hits);
+	sample(f, "kvtier_lookup_blocks_total", "tier=\"none\",result=\"miss\"", s->lookup_misses);
+	family(f, "kvtier_stored_bytes_total", "counter", "Bytes stored, by tier.");
+	sample(f, "kvtier_stored_bytes_total", "tier=\"l1\"", s->bytes_stored);
+	family(f, "kvtier_loaded_bytes_total", "counter", "Bytes loaded, by tier.");
+	sample(f, "kvtier_loaded_bytes_total", "tier=\"l1\"", s->bytes_loaded);
+	family(f, "kvtier_evictions_total", "counter", "Items evicted, by tier and reason.");
+	sample(f, "kvtier_evictions_total", "tier=\"l1\",reason=\"watermark\"", s->evictions_watermark);
+	sample(f, "kvtier_evictions_total", "tier=\"l1\",reason=\"capacity\"", s->evictions_capacity);
+	sample(f, "kvtier_evictions_total", "tier=\"l1\",reason=\"admin\"", s->evictions_admin);
+	family(f, "kvtier_tier_capacity_bytes", "gauge", "Bytes a tier can hold.");
+	sample(f, "kvtier_tier_capacity_bytes", "tier=\"l1\"", s->capacity_bytes);
+	family(f, "kvtier_tier_used_bytes", "gauge", "Bytes of a tier in use.");
+	sample(f, "kvtier_tier_used_bytes", "tier=\"l1\"", s->used_bytes);
+	family(f, "kvtier_tier_items", "gauge", "Items (blocks) held by a tier, complete or not.");
+	sample(f, "kvtier_tier_items", "tier=\"l1\"", s->items);
+	one(f, "kvtier_pins_active", "gauge", "Items pinned by a copy or a lease.", s->pinned_items);
+	one(f, "kvtier_leases_active", "gauge", "Leases held.", s->leases_active);
+	family(f, "kvtier_leases_total", "counter", "Leases, by how they began or ended.");
+	sample(f, "kvtier_leases_total", "event=\"taken\"", s->leases_taken);
+	sample(f, "kvtier_leases_total", "event=\"released\"", s->leases_released);
+	sample(f, "kvtier_leases_total", "event=\"expired\"", s->leases_expired);
+	one(f, "kvtier_l2_io_errors_total", "counter", "L2 I/O errors (no L2 in this version).", 0);
+	one(f, "kvtier_l2_checksum_failures_total", "counter",
+	    "L2 reads whose checksum failed (no L2 in this version).", 0);
+}
+
+static void render_histograms(FILE *f, const struct dp_stats *st)
+{
+	static const double bounds[DP_HIST_BUCKETS - 1] = DP_HIST_BOUNDS;
+	family(f, "kvtier_op_duration_seconds", "histogram",
+	       "Time from a request's arrival to its reply, by op.");
+#define DP_OP_HIST(name, opcode)                                                          \
+	do {                                                                              \
+		const struct dp_op_stats *o = &st->op_##name;                             \
+		uint64_t cum = 0;                                                         \
+		for (unsigned b = 0; b < DP_HIST_BUCKETS; b++) {                           \
+			cum += LOAD(o->buckets[b]);                                       \
+			if (b + 1 < DP_HIST_BUCKETS)                                      \
+				fprintf(f, "kvtier_op_duration_seconds_bucket{op=\"%s\",le=\"%g\"} %" PRIu64 "\n", \
+					#name, bounds[b], cum);                           \
+			else                                                              \
+				fprintf(f, "kvtier_op_duration_seconds_bucket{op=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", \
+					#name, cum);                                      \
+		}                                                                         \
+		fprintf(f, "kvtier_op_duration_seconds_sum{op=\"%s\"} %.9f\n", #name,      \
+			(double)LOAD(o->sum_ns) / 1e9);                                   \
+		fprintf(f, "kvtier_op_duration_seconds_count{op=\"%s\"} %" PRIu64 "\n", #name, cum); \
+	} while (0);
+	DP_OPS(DP_OP_HIST)
+#undef DP_OP_HIST
+	family(f, "kvtier_op_errors_total", "counter", "Replies with an error status, by op.");
+#define DP_OP_ERR(name, opcode) \
+	sample(f, "kvtier_op_errors_total", "op=\"" #name "\"", LOAD(st->op_##name.errors));
+	DP_OPS(DP_OP_ERR)
+#undef DP_OP_ERR
+}
+
+static void render_dp(FILE *f, const struct dp *dp)
+{
+	const struct dp_stats *st = &dp->stats;
+	render_histograms(f, st);
+	family(f, "kvtier_requests_rejected_total", "counter",
+	       "Data-plane requests or connections refused, by reason.");
+#define DP_REJECT_SAMPLE(name, help) \
+	sample(f, "kvtier_requests_rejected_total", "reason=\"" #name "\"", LOAD(st->rejected_##name));
+	DP_REJECTS(DP_REJECT_SAMPLE)
+#undef DP_REJECT_SAMPLE
+	one(f, "kvtier_clients_connected", "gauge", "Clients (processes) connected.",
+	    LOAD(st->clients_active));
+	one(f, "kvtier_lanes_connected", "gauge", "Data-plane connections (lanes) open.",
+	    LOAD(st->connections_active));
+	one(f, "kvtier_connections_total", "counter", "Data-plane connections accepted.",
+	    LOAD(st->connections_total));
+	one(f, "kvtier_blocks_stored_total", "counter", "Blocks stored by STORE requests.",
+	    LOAD(st->blocks_stored));
+	one(f, "kvtier_blocks_loaded_total", "counter", "Blocks copied out by LOAD requests.",
+	    LOAD(st->blocks_loaded));
+	one(f, "kvtier_blocks_load_missing_total", "counter",
+	    "Blocks a LOAD asked for that were not there.", LOAD(st->blocks_load_missing));
+	family(f, "kvtier_buffers_registered", "gauge", "Staging buffers registered, by kind.");
+	sample(f, "kvtier_buffers_registered", "kind=\"shm\"", LOAD(dp->buffers.registered));
+	family(f, "kvtier_buffers_registered_bytes", "gauge",
+	       "Bytes of staging buffers registered, by kind.");
+	sample(f, "kvtier_buffers_registered_bytes", "kind=\"shm\"",
+	       LOAD(dp->buffers.registered_bytes));
+}
+
+char *metrics_render(const struct l1 *l1, const struct dp *dp, size_t *len)
+{
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+	if (!f)
+		return NULL;
+	char why[128];
+	family(f, "kvtier_build_info", "gauge", "Build facts of this kvtierd; always 1.");
+	fprintf(f, "kvtier_build_info{version=\"%s\",cuda=\"%s\"} 1\n", kvt_version(),
+		gpu_device_count(why, sizeof(why)) == -ENOTSUP ? "no" : "yes");
+	one(f, "kvtier_up", "gauge", "1 while the daemon serves.", 1);
+	struct l1_stats_snapshot s;
+	l1_stats_read(l1, &s);
+	render_l1(f, &s);
+	render_dp(f, dp);
+	if (fclose(f)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
