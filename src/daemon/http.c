@@ -1,8 +1,7 @@
 /*
- * http.c — see http.h. Endpoints: the probes Kubernetes needs (/healthz,
- * /readyz) and /v1/stats, the counters of the tiers and the data plane as
- * JSON. Every failure answers the one JSON error shape
- * {"error": {"code", "message"}}.
+ * http.c — see http.h. Serves the probes (/healthz, /readyz) and /metrics
+ * itself and hands /v1/ to api.c. Every failure answers the one JSON error
+ * shape {"error": {"code", "message"}}.
  */
 #include "config.h"
 
@@ -18,6 +17,7 @@
 
 #include "dataplane.h"
 #include "http.h"
+#include "api.h"
 #include "l1.h"
 #include "metrics.h"
 #include "settings.h"
@@ -48,71 +48,21 @@ static enum MHD_Result respond_json(struct MHD_Connection *conn, unsigned status
 static enum MHD_Result respond_error(struct MHD_Connection *conn, unsigned status,
 				     const char *code, const char *message)
 {
-	char body[512];
-	snprintf(body, sizeof(body), "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n",
-		 code, message);
-	return respond_json(conn, status, body);
+	json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", message);
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	enum MHD_Result r = respond_json(conn, status, text ? text : "{}");
+	free(text);
+	return r;
 }
 
-#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
-
-static json_t *stats_l1(const struct l1 *l1)
+static enum MHD_Result respond_document(struct MHD_Connection *conn, json_t *doc)
 {
-	struct l1_stats_snapshot s;
-	l1_stats_read(l1, &s);
-	json_t *o = json_object();
-#define L1_JSON(name, help) json_object_set_new(o, #name, json_integer((json_int_t)s.name));
-	L1_COUNTERS(L1_JSON)
-	L1_GAUGES(L1_JSON)
-#undef L1_JSON
-	return o;
-}
-
-static json_t *stats_dp(const struct dp *dp)
-{
-	const struct dp_stats *st = &dp->stats;
-	json_t *o = json_object(), *ops = json_object(), *rejected = json_object();
-#define DP_OP_JSON(name, op)                                                            \
-	json_object_set_new(ops, #name,                                                  \
-			    json_pack("{s:I,s:I,s:I}", "requests",                       \
-				      (json_int_t)LOAD(st->op_##name.requests), "errors", \
-				      (json_int_t)LOAD(st->op_##name.errors), "sum_ns",   \
-				      (json_int_t)LOAD(st->op_##name.sum_ns)));
-	DP_OPS(DP_OP_JSON)
-#undef DP_OP_JSON
-#define DP_REJECT_JSON(name, help) \
-	json_object_set_new(rejected, #name, json_integer((json_int_t)LOAD(st->rejected_##name)));
-	DP_REJECTS(DP_REJECT_JSON)
-#undef DP_REJECT_JSON
-	json_object_set_new(o, "ops", ops);
-	json_object_set_new(o, "rejected", rejected);
-#define DP_FIELD_JSON(f) json_object_set_new(o, #f, json_integer((json_int_t)LOAD(st->f)));
-	DP_FIELD_JSON(connections_total)
-	DP_FIELD_JSON(connections_active)
-	DP_FIELD_JSON(clients_active)
-	DP_FIELD_JSON(blocks_stored)
-	DP_FIELD_JSON(blocks_loaded)
-	DP_FIELD_JSON(blocks_load_missing)
-	DP_FIELD_JSON(bytes_stored)
-	DP_FIELD_JSON(bytes_loaded)
-#undef DP_FIELD_JSON
-	json_object_set_new(o, "buffers_registered",
-			    json_integer((json_int_t)LOAD(dp->buffers.registered)));
-	json_object_set_new(o, "buffers_registered_bytes",
-			    json_integer((json_int_t)LOAD(dp->buffers.registered_bytes)));
-	return o;
-}
-
-static enum MHD_Result respond_stats(struct MHD_Connection *conn, const struct http_ctx *ctx)
-{
-	json_t *root = json_object();
-	json_object_set_new(root, "l1", stats_l1(ctx->l1));
-	json_object_set_new(root, "dataplane", stats_dp(ctx->dp));
-	char *text = json_dumps(root, JSON_COMPACT);
-	json_decref(root);
+	char *text = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(6));
+	json_decref(doc);
 	if (!text)
 		return respond_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
-				     "cannot encode the stats");
+				     "cannot encode the answer");
 	enum MHD_Result r = respond_json(conn, MHD_HTTP_OK, text);
 	free(text);
 	return r;
@@ -138,6 +88,103 @@ static enum MHD_Result respond_metrics(struct MHD_Connection *conn, const struct
 	return ret;
 }
 
+/* Per request: the body read so far. */
+struct request {
+	char *body;
+	size_t len;
+	bool too_big;
+};
+
+static void request_done(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	(void)cls;
+	(void)conn;
+	(void)toe;
+	struct request *req = *con_cls;
+	if (req) {
+		free(req->body);
+		free(req);
+		*con_cls = NULL;
+	}
+}
+
+/* Constant-time: the time taken does not depend on where the strings differ. */
+static bool token_matches(const char *given, const char *want)
+{
+	size_t lg = strlen(given), lw = strlen(want);
+	unsigned char diff = (unsigned char)(lg != lw);
+	for (size_t i = 0; i < lw; i++)
+		diff |= (unsigned char)(want[i] ^ (i < lg ? given[i] : 0));
+	return diff == 0;
+}
+
+static bool authorized(struct MHD_Connection *conn, const struct http_ctx *ctx)
+{
+	if (!ctx->admin_token)
+		return true;
+	const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_AUTHORIZATION);
+	static const char bearer[] = "Bearer ";
+	return h && strncmp(h, bearer, sizeof(bearer) - 1) == 0 &&
+	       token_matches(h + sizeof(bearer) - 1, ctx->admin_token);
+}
+
+/* Appends an upload chunk; a body over HTTP_MAX_BODY is dropped and marked. */
+static void take_body(struct request *req, const char *data, size_t n)
+{
+	if (req->too_big || req->len + n > HTTP_MAX_BODY) {
+		req->too_big = true;
+		return;
+	}
+	char *p = realloc(req->body, req->len + n + 1);
+	if (!p) {
+		req->too_big = true;
+		return;
+	}
+	memcpy(p + req->len, data, n);
+	req->len += n;
+	p[req->len] = '\0';
+	req->body = p;
+}
+
+static enum MHD_Result handle_v1(struct MHD_Connection *conn, struct http_server *srv,
+				 const char *url, const char *method, struct request *req)
+{
+	json_t *body = NULL;
+	if (api_method_mutates(method)) {
+		if (!authorized(conn, srv->ctx))
+			return respond_error(conn, MHD_HTTP_UNAUTHORIZED, "unauthorized",
+					     "this endpoint needs Authorization: Bearer <admin token>");
+		if (req->too_big)
+			return respond_error(conn, MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
+					     "the body is over 64 KiB");
+		if (req->len) {
+			const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+								     MHD_HTTP_HEADER_CONTENT_TYPE);
+			if (!ct || strncmp(ct, "application/json", 16) != 0)
+				return respond_error(conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
+						     "unsupported_media_type",
+						     "send the body as application/json");
+			json_error_t jerr;
+			body = json_loadb(req->body, req->len, JSON_REJECT_DUPLICATES, &jerr);
+			if (!body) {
+				char msg[256];
+				snprintf(msg, sizeof(msg), "invalid JSON at line %d column %d: %s",
+					 jerr.line, jerr.column, jerr.text);
+				return respond_error(conn, MHD_HTTP_BAD_REQUEST, "invalid_json", msg);
+			}
+		}
+	}
+	json_t *out = NULL;
+	struct api_error err;
+	int rc = api_route(srv->ctx, method, url, body, &out, &err);
+	json_decref(body);
+	if (rc)
+		return respond_error(conn, err.status, err.code, err.message);
+	return respond_document(conn, out);
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
 			      const char *method, const char *version,
 			      const char *upload_data, size_t *upload_data_size,
@@ -145,22 +192,28 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 {
 	struct http_server *srv = cls;
 	(void)version;
-	(void)upload_data;
-	/* First call per request: headers only; answer on the next one. */
+	/* First call per request: headers only; answer once the body is read. */
 	if (!*con_cls) {
-		*con_cls = srv;
+		struct request *req = calloc(1, sizeof(*req));
+		if (!req)
+			return MHD_NO;
+		*con_cls = req;
 		return MHD_YES;
 	}
+	struct request *req = *con_cls;
 	if (*upload_data_size) {
-		*upload_data_size = 0; /* no endpoint here takes a body */
+		take_body(req, upload_data, *upload_data_size);
+		*upload_data_size = 0;
 		return MHD_YES;
 	}
-	bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
-		   strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-	if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0) {
+	bool get = !api_method_mutates(method);
+	if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0 ||
+	    strcmp(url, "/metrics") == 0) {
 		if (!get)
 			return respond_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
 					     "method_not_allowed", "use GET");
+		if (strcmp(url, "/metrics") == 0)
+			return respond_metrics(conn, srv->ctx);
 		if (strcmp(url, "/healthz") == 0)
 			return respond_json(conn, MHD_HTTP_OK, "{\"status\":\"ok\"}\n");
 		if (atomic_load(&srv->ctx->ready))
@@ -168,18 +221,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
 				     "tiers are still opening");
 	}
-	if (strcmp(url, "/metrics") == 0) {
-		if (!get)
-			return respond_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
-					     "method_not_allowed", "use GET");
-		return respond_metrics(conn, srv->ctx);
-	}
-	if (strcmp(url, "/v1/stats") == 0) {
-		if (!get)
-			return respond_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
-					     "method_not_allowed", "use GET");
-		return respond_stats(conn, srv->ctx);
-	}
+	if (strncmp(url, "/v1/", 4) == 0)
+		return handle_v1(conn, srv, url, method, req);
 	return respond_error(conn, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint");
 }
 
@@ -229,6 +272,8 @@ struct http_server *http_start(const char *listen, struct http_ctx *ctx, char *w
 				    MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
 				    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP_LIMIT,
 				    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S,
+				    MHD_OPTION_NOTIFY_COMPLETED, request_done, NULL,
+				    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
 				    MHD_OPTION_END);
 	if (!srv->mhd) {
 		snprintf(why, whylen, "cannot listen on %s (in use, or not an address of this host)",
@@ -237,6 +282,17 @@ struct http_server *http_start(const char *listen, struct http_ctx *ctx, char *w
 		return NULL;
 	}
 	return srv;
+}
+
+bool http_listen_is_loopback(const char *listen)
+{
+	struct sockaddr_storage ss;
+	char why[128];
+	if (listen_addr(listen, &ss, why, sizeof(why)))
+		return false;
+	if (ss.ss_family == AF_INET)
+		return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+	return IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
 }
 
 uint16_t http_port(const struct http_server *srv)

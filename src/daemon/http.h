@@ -1,24 +1,34 @@
 /*
  * http.h — the control plane: an embedded libmicrohttpd server with its own
- * polling thread. It reads the daemon's state through struct http_ctx and
- * never touches the tiers' internals.
+ * polling thread. It routes requests, reads bodies (capped), checks the
+ * admin token, and answers JSON or the Prometheus text; it reads counters
+ * directly (they are atomic) and changes state only through loopcall, on the
+ * event loop thread.
  */
 #ifndef KVTD_HTTP_H
 #define KVTD_HTTP_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct l1;
 struct dp;
+struct ns_registry;
+struct loopcall;
 
-/* What the control plane reads; every field it reads is atomic. */
 struct http_ctx {
-	_Atomic bool ready;     /* tiers open, indexes rebuilt */
-	const struct l1 *l1;
+	_Atomic bool ready;          /* tiers open, indexes rebuilt */
+	struct l1 *l1;               /* counters read here; changed via calls */
 	const struct dp *dp;
+	struct ns_registry *namespaces;
+	struct loopcall *calls;
+	const char *admin_token;     /* NULL: mutating endpoints are open */
 };
+
+/* Bytes of a request body the control plane reads; more is 413. */
+#define HTTP_MAX_BODY (64 * 1024)
 
 struct http_server;
 
@@ -28,5 +38,8 @@ struct http_server *http_start(const char *listen, struct http_ctx *ctx, char *w
 void http_stop(struct http_server *srv);
 /* The port it listens on (the one chosen, when asked for port 0). */
 uint16_t http_port(const struct http_server *srv);
+
+/* Whether "ADDR:PORT" names a loopback address (127.0.0.0/8 or ::1). */
+bool http_listen_is_loopback(const char *listen);
 
 #endif

@@ -21,6 +21,7 @@
 #include "gpu.h"
 #include "http.h"
 #include "loop.h"
+#include "loopcall.h"
 #include "kvtier/kvtier.h"
 #include "l1.h"
 #include "log.h"
@@ -44,6 +45,9 @@ struct kvtd {
 	struct dp dp;
 	struct http_ctx http_ctx;
 	struct http_server *http;
+	struct loopcall calls;
+	bool calls_open;
+	char *admin_token;
 	int epfd;
 	struct loop_source sig_src, timer_src;
 	bool stop;
@@ -167,6 +171,47 @@ static int open_loop(struct kvtd *d)
 	return err ? err : loop_ctl(d->epfd, EPOLL_CTL_ADD, &d->timer_src, EPOLLIN);
 }
 
+/*
+ * Reads the admin token (one line; surrounding white space dropped), and
+ * refuses a control plane reachable beyond loopback without one.
+ */
+static int load_admin_token(struct kvtd *d, char *err, size_t errlen)
+{
+	const char *path = d->cfg.admin_token_file;
+	if (!path) {
+		if (http_listen_is_loopback(d->cfg.http_listen))
+			return 0;
+		snprintf(err, errlen,
+			 "http: %s is reachable beyond this host; give --admin-token-file so "
+			 "that the mutating endpoints are not open to the network",
+			 d->cfg.http_listen);
+		return -EINVAL;
+	}
+	FILE *f = fopen(path, "r");
+	char buf[1024] = "";
+	if (!f || !fgets(buf, sizeof(buf), f)) {
+		snprintf(err, errlen, "admin-token-file %s: %s", path,
+			 f ? "empty" : strerror(errno));
+		if (f)
+			fclose(f);
+		return -EINVAL;
+	}
+	fclose(f);
+	char *start = buf, *end = buf + strlen(buf);
+	while (*start == ' ' || *start == '\t')
+		start++;
+	while (end > start && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' ||
+			       end[-1] == '\t'))
+		*--end = '\0';
+	if (end - start < 16) {
+		snprintf(err, errlen, "admin-token-file %s: the token must be at least 16 characters",
+			 path);
+		return -EINVAL;
+	}
+	d->admin_token = strdup(start);
+	return d->admin_token ? 0 : -ENOMEM;
+}
+
 static int open_dataplane(struct kvtd *d)
 {
 	int err = copy_engine_host_init(&d->copy, (unsigned)d->cfg.copy_threads, COPY_CHUNK_BYTES);
@@ -274,7 +319,12 @@ static int run_loop(struct kvtd *d)
 
 static void close_all(struct kvtd *d)
 {
+	if (d->calls_open)
+		loopcall_shutdown(&d->calls); /* no control-plane call waits on the loop */
 	http_stop(d->http);
+	if (d->calls_open)
+		loopcall_close(&d->calls);
+	free(d->admin_token);
 	if (d->dp_open)
 		dp_close(&d->dp);
 	if (d->copy_open)
@@ -313,6 +363,11 @@ int main(int argc, char **argv)
 		kvtd_config_free(&d.cfg);
 		return 0;
 	}
+	if (load_admin_token(&d, err, sizeof(err))) {
+		fprintf(stderr, "kvtierd: %s\n", err);
+		kvtd_config_free(&d.cfg);
+		return 2;
+	}
 	kvt_log_set_level(d.cfg.log_level);
 	log_info("kvtierd %s starting (pid %d)", kvt_version(), (int)getpid());
 
@@ -326,9 +381,17 @@ int main(int argc, char **argv)
 	}
 	if (open_dataplane(&d))
 		goto out;
+	if (loopcall_open(&d.calls, d.epfd)) {
+		log_error("control plane: cannot reach the event loop: %s", strerror(errno));
+		goto out;
+	}
+	d.calls_open = true;
 	char why[256];
 	d.http_ctx.l1 = &d.l1;
 	d.http_ctx.dp = &d.dp;
+	d.http_ctx.namespaces = &d.namespaces;
+	d.http_ctx.calls = &d.calls;
+	d.http_ctx.admin_token = d.admin_token;
 	if (!(d.http = http_start(d.cfg.http_listen, &d.http_ctx, why, sizeof(why)))) {
 		log_error("http %s: %s", d.cfg.http_listen, why);
 		goto out;

@@ -20,6 +20,7 @@ struct kvtd_config {
 	char *runtime_dir;
 	char *socket_path;
 	char *http_listen;
+	char *admin_token_file;
 	uint64_t l1_size;
 	uint64_t l1_region_size;
 	bool l1_hugepages;

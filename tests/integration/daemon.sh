@@ -25,8 +25,7 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/readyz")
 check "/readyz answers 200 once ready" test "$code" = 200
 body=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$PORT/nope")
 check "an unknown path answers the JSON error shape with 404" \
-	test "$body" = '{"error":{"code":"not_found","message":"no such endpoint"}}
- 404'
+	test "$body" = '{"error":{"code":"not_found","message":"no such endpoint"}} 404'
 code=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "http://127.0.0.1:$PORT/healthz")
 check "a wrong method answers 405" test "$code" = 405
 

@@ -1,0 +1,364 @@
+/* api.c — see api.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api.h"
+#include "dataplane.h"
+#include "l1.h"
+#include "loopcall.h"
+#include "ns.h"
+
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+#define LEASE_MAX_MS_LIMIT 3600000
+
+static int fail(struct api_error *err, unsigned status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int fail(struct api_error *err, unsigned status, const char *code, const char *fmt, ...)
+{
+	err->status = status;
+	err->code = code;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int loop_failed(struct api_error *err, int rc)
+{
+	return fail(err, 503, "unavailable", "the daemon is stopping (%s)", kvt_strerror(rc));
+}
+
+/* --- /v1/stats --- */
+
+static json_t *stats_l1(const struct l1 *l1)
+{
+	struct l1_stats_snapshot s;
+	l1_stats_read(l1, &s);
+	json_t *o = json_object();
+#define L1_JSON(name, help) json_object_set_new(o, #name, json_integer((json_int_t)s.name));
+	L1_COUNTERS(L1_JSON)
+	L1_GAUGES(L1_JSON)
+#undef L1_JSON
+	return o;
+}
+
+static json_t *stats_dp(const struct dp *dp)
+{
+	const struct dp_stats *st = &dp->stats;
+	json_t *o = json_object(), *ops = json_object(), *rejected = json_object();
+#define DP_OP_JSON(name, op)                                                            \
+	json_object_set_new(ops, #name,                                                  \
+			    json_pack("{s:I,s:I,s:I}", "requests",                       \
+				      (json_int_t)LOAD(st->op_##name.requests), "errors", \
+				      (json_int_t)LOAD(st->op_##name.errors), "sum_ns",   \
+				      (json_int_t)LOAD(st->op_##name.sum_ns)));
+	DP_OPS(DP_OP_JSON)
+#undef DP_OP_JSON
+#define DP_REJECT_JSON(name, help) \
+	json_object_set_new(rejected, #name, json_integer((json_int_t)LOAD(st->rejected_##name)));
+	DP_REJECTS(DP_REJECT_JSON)
+#undef DP_REJECT_JSON
+	json_object_set_new(o, "ops", ops);
+	json_object_set_new(o, "rejected", rejected);
+#define DP_FIELD_JSON(f) json_object_set_new(o, #f, json_integer((json_int_t)LOAD(st->f)));
+	DP_FIELD_JSON(connections_total)
+	DP_FIELD_JSON(connections_active)
+	DP_FIELD_JSON(clients_active)
+	DP_FIELD_JSON(blocks_stored)
+	DP_FIELD_JSON(blocks_loaded)
+	DP_FIELD_JSON(blocks_load_missing)
+	DP_FIELD_JSON(bytes_stored)
+	DP_FIELD_JSON(bytes_loaded)
+#undef DP_FIELD_JSON
+	json_object_set_new(o, "buffers_registered",
+			    json_integer((json_int_t)LOAD(dp->buffers.registered)));
+	json_object_set_new(o, "buffers_registered_bytes",
+			    json_integer((json_int_t)LOAD(dp->buffers.registered_bytes)));
+	return o;
+}
+
+static json_t *get_stats(struct http_ctx *ctx)
+{
+	return json_pack("{s:o,s:o}", "l1", stats_l1(ctx->l1), "dataplane", stats_dp(ctx->dp));
+}
+
+/* --- /v1/tiers --- */
+
+static json_t *get_tiers(struct http_ctx *ctx)
+{
+	struct l1_stats_snapshot s;
+	l1_stats_read(ctx->l1, &s);
+	json_t *l1 = json_pack(
+		"{s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "name", "l1", "capacity_bytes",
+		(json_int_t)s.capacity_bytes, "used_bytes", (json_int_t)s.used_bytes, "items",
+		(json_int_t)s.items, "hits", (json_int_t)s.lookup_hits, "misses",
+		(json_int_t)s.lookup_misses, "evictions",
+		(json_int_t)(s.evictions_watermark + s.evictions_capacity + s.evictions_admin));
+	return json_pack("{s:[o]}", "tiers", l1);
+}
+
+/* --- /v1/policy --- */
+
+struct policy {
+	double high, low;
+	uint32_t lease_max_ms;
+};
+
+struct policy_call {
+	struct l1 *l1;
+	struct policy p;
+	bool set;
+};
+
+/* On the loop thread: read the policy, or apply it and read it back. */
+static int policy_on_loop(void *arg)
+{
+	struct policy_call *pc = arg;
+	int rc = 0;
+	if (pc->set) {
+		rc = l1_set_watermarks(pc->l1, pc->p.high, pc->p.low);
+		if (rc == 0)
+			pc->l1->max_lease_ms = pc->p.lease_max_ms;
+	}
+	pc->p = (struct policy){pc->l1->high_watermark, pc->l1->low_watermark,
+				pc->l1->max_lease_ms};
+	return rc;
+}
+
+static json_t *policy_json(const struct policy *p)
+{
+	return json_pack("{s:s,s:{s:{s:f,s:f}},s:I}", "mode", "l1-only", "tiers", "l1",
+			 "high_watermark", p->high, "low_watermark", p->low, "lease_max_ms",
+			 (json_int_t)p->lease_max_ms);
+}
+
+static int get_policy(struct http_ctx *ctx, json_t **out, struct api_error *err)
+{
+	struct policy_call pc = {.l1 = ctx->l1};
+	int rc = loopcall_run(ctx->calls, policy_on_loop, &pc);
+	if (rc)
+		return loop_failed(err, rc);
+	*out = policy_json(&pc.p);
+	return 0;
+}
+
+/* Fails on the first key of obj not in allowed (NULL-terminated). */
+static int only_keys(json_t *obj, const char *where, const char *const *allowed,
+		     struct api_error *err)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(obj, key, v) {
+		bool known = false;
+		for (const char *const *a = allowed; *a; a++)
+			known |= strcmp(*a, key) == 0;
+		if (!known)
+			return fail(err, 400, "invalid_field", "%s%s: unknown field", where, key);
+	}
+	return 0;
+}
+
+static int take_fraction(json_t *obj, const char *key, const char *where, double *out,
+			 struct api_error *err)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_number(v) || json_number_value(v) <= 0 || json_number_value(v) > 1)
+		return fail(err, 400, "invalid_field", "%s%s: must be a number in (0, 1]", where,
+			    key);
+	*out = json_number_value(v);
+	return 0;
+}
+
+static int parse_policy(json_t *body, struct policy *p, struct api_error *err)
+{
+	static const char *const top[] = {"mode", "tiers", "lease_max_ms", NULL};
+	static const char *const tiers[] = {"l1", NULL};
+	static const char *const l1[] = {"high_watermark", "low_watermark", NULL};
+	if (!json_is_object(body))
+		return fail(err, 400, "invalid_body", "the body must be a JSON object");
+	if (only_keys(body, "", top, err))
+		return -1;
+	json_t *mode = json_object_get(body, "mode");
+	if (mode && !json_is_string(mode))
+		return fail(err, 400, "invalid_field", "mode: must be \"evict\" or \"l1-only\"");
+	if (mode && strcmp(json_string_value(mode), "evict") == 0)
+		return fail(err, 409, "no_l2",
+			    "mode: evict needs an L2 tier, and this kvtierd has none (no --l2-path)");
+	if (mode && strcmp(json_string_value(mode), "l1-only") != 0)
+		return fail(err, 400, "invalid_field", "mode: must be \"evict\" or \"l1-only\"");
+	json_t *t = json_object_get(body, "tiers");
+	if (t && (!json_is_object(t) || only_keys(t, "tiers.", tiers, err)))
+		return err->status ? -1 : fail(err, 400, "invalid_field", "tiers: must be an object");
+	json_t *t1 = t ? json_object_get(t, "l1") : NULL;
+	if (t1 && (!json_is_object(t1) || only_keys(t1, "tiers.l1.", l1, err)))
+		return err->status ? -1
+				   : fail(err, 400, "invalid_field", "tiers.l1: must be an object");
+	if (t1 && (take_fraction(t1, "high_watermark", "tiers.l1.", &p->high, err) ||
+		   take_fraction(t1, "low_watermark", "tiers.l1.", &p->low, err)))
+		return -1;
+	if (!(p->low < p->high))
+		return fail(err, 400, "invalid_field",
+			    "tiers.l1.low_watermark: %.3g must be below high_watermark %.3g",
+			    p->low, p->high);
+	json_t *lm = json_object_get(body, "lease_max_ms");
+	if (lm && (!json_is_integer(lm) || json_integer_value(lm) < 1 ||
+		   json_integer_value(lm) > LEASE_MAX_MS_LIMIT))
+		return fail(err, 400, "invalid_field", "lease_max_ms: must be an integer in 1..%d",
+			    LEASE_MAX_MS_LIMIT);
+	if (lm)
+		p->lease_max_ms = (uint32_t)json_integer_value(lm);
+	return 0;
+}
+
+static int put_policy(struct http_ctx *ctx, json_t *body, json_t **out, struct api_error *err)
+{
+	/* Read the current policy, merge the body into it, then apply: a body
+	 * names only what it changes. (Two PUTs at once: the last one wins.) */
+	struct policy_call pc = {.l1 = ctx->l1};
+	int rc = loopcall_run(ctx->calls, policy_on_loop, &pc);
+	if (rc)
+		return loop_failed(err, rc);
+	if (parse_policy(body, &pc.p, err))
+		return -1;
+	pc.set = true;
+	rc = loopcall_run(ctx->calls, policy_on_loop, &pc);
+	if (rc == -EINVAL)
+		return fail(err, 400, "invalid_field", "tiers.l1: watermarks out of order");
+	if (rc)
+		return loop_failed(err, rc);
+	*out = policy_json(&pc.p);
+	return 0;
+}
+
+/* --- /v1/tiers/{tier}/evict --- */
+
+struct evict_call {
+	struct l1 *l1;
+	uint64_t bytes;
+	uint64_t freed;
+};
+
+static int evict_on_loop(void *arg)
+{
+	struct evict_call *ec = arg;
+	ec->freed = l1_evict(ec->l1, ec->bytes, L1_EVICT_ADMIN);
+	return 0;
+}
+
+static int post_evict(struct http_ctx *ctx, const char *tier, json_t *body, json_t **out,
+		      struct api_error *err)
+{
+	static const char *const keys[] = {"bytes", "all", NULL};
+	if (strcmp(tier, "l1") != 0)
+		return fail(err, 404, "not_found", "no tier named \"%s\" (tiers: l1)", tier);
+	if (!json_is_object(body))
+		return fail(err, 400, "invalid_body", "the body must be a JSON object");
+	if (only_keys(body, "", keys, err))
+		return -1;
+	json_t *bytes = json_object_get(body, "bytes"), *all = json_object_get(body, "all");
+	struct evict_call ec = {.l1 = ctx->l1};
+	if (bytes && !all && json_is_integer(bytes) && json_integer_value(bytes) > 0)
+		ec.bytes = (uint64_t)json_integer_value(bytes);
+	else if (all && !bytes && json_is_true(all))
+		ec.bytes = UINT64_MAX;
+	else
+		return fail(err, 400, "invalid_field",
+			    "give either \"bytes\": a positive integer, or \"all\": true");
+	int rc = loopcall_run(ctx->calls, evict_on_loop, &ec);
+	if (rc)
+		return loop_failed(err, rc);
+	*out = json_pack("{s:s,s:I}", "tier", "l1", "evicted_bytes", (json_int_t)ec.freed);
+	return 0;
+}
+
+/* --- /v1/namespaces --- */
+
+struct ns_call {
+	struct ns_registry *reg;
+	json_t *list;
+};
+
+static int namespaces_on_loop(void *arg)
+{
+	struct ns_call *nc = arg;
+	for (uint32_t i = 0; i < nc->reg->count; i++) {
+		const struct kvt_ns *ns = nc->reg->ns[i];
+		json_array_append_new(
+			nc->list,
+			json_pack("{s:I,s:s,s:s,s:I,s:i,s:I,s:I}", "id", (json_int_t)ns->id,
+				  "model", ns->model, "salt", ns->salt, "block_bytes",
+				  (json_int_t)ns->block_bytes, "tp_size", (int)ns->tp_size,
+				  "l1_items", (json_int_t)ns->l1_items, "l1_bytes",
+				  (json_int_t)ns->l1_bytes));
+	}
+	return 0;
+}
+
+static int get_namespaces(struct http_ctx *ctx, json_t **out, struct api_error *err)
+{
+	struct ns_call nc = {.reg = ctx->namespaces, .list = json_array()};
+	int rc = loopcall_run(ctx->calls, namespaces_on_loop, &nc);
+	if (rc) {
+		json_decref(nc.list);
+		return loop_failed(err, rc);
+	}
+	*out = json_pack("{s:o}", "namespaces", nc.list);
+	return 0;
+}
+
+/* --- routing --- */
+
+bool api_method_mutates(const char *method)
+{
+	return strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
+}
+
+static int wrong_method(struct api_error *err, const char *allowed)
+{
+	return fail(err, 405, "method_not_allowed", "use %s", allowed);
+}
+
+int api_route(struct http_ctx *ctx, const char *method, const char *url, json_t *body,
+	      json_t **out, struct api_error *err)
+{
+	bool get = !api_method_mutates(method);
+	memset(err, 0, sizeof(*err));
+	if (strcmp(url, "/v1/stats") == 0 || strcmp(url, "/v1/tiers") == 0 ||
+	    strcmp(url, "/v1/namespaces") == 0) {
+		if (!get)
+			return wrong_method(err, "GET");
+		if (url[4] == 'n')
+			return get_namespaces(ctx, out, err);
+		*out = url[4] == 's' ? get_stats(ctx) : get_tiers(ctx);
+		return 0;
+	}
+	if (strcmp(url, "/v1/policy") == 0) {
+		if (get)
+			return get_policy(ctx, out, err);
+		if (strcmp(method, "PUT") != 0)
+			return wrong_method(err, "GET or PUT");
+		return put_policy(ctx, body, out, err);
+	}
+	static const char prefix[] = "/v1/tiers/", suffix[] = "/evict";
+	size_t n = strlen(url);
+	if (strncmp(url, prefix, sizeof(prefix) - 1) == 0 && n > sizeof(prefix) - 1 + 6 &&
+	    strcmp(url + n - 6, suffix) == 0) {
+		if (strcmp(method, "POST") != 0)
+			return wrong_method(err, "POST");
+		char tier[64];
+		size_t len = n - (sizeof(prefix) - 1) - 6;
+		if (len >= sizeof(tier))
+			return fail(err, 404, "not_found", "no such tier");
+		memcpy(tier, url + sizeof(prefix) - 1, len);
+		tier[len] = '\0';
+		return post_evict(ctx, tier, body, out, err);
+	}
+	return fail(err, 404, "not_found", "no such endpoint");
+}

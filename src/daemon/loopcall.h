@@ -1,0 +1,32 @@
+/*
+ * loopcall.h — running a function on the event loop thread from another
+ * thread (the control plane's), and waiting for it. The tiers and the data
+ * plane belong to the loop thread; this is the one door into them.
+ */
+#ifndef KVTD_LOOPCALL_H
+#define KVTD_LOOPCALL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "loop.h"
+
+struct loopcall_item;
+
+struct loopcall {
+	struct loop_source src;     /* an eventfd in the loop's epoll set */
+	pthread_mutex_t lock;
+	pthread_cond_t done;
+	struct loopcall_item *queue;
+	bool closed;
+};
+
+int loopcall_open(struct loopcall *lc, int epfd);
+/* Fails every call still waiting and every later one with -ESHUTDOWN. */
+void loopcall_shutdown(struct loopcall *lc);
+void loopcall_close(struct loopcall *lc);
+
+/* Runs fn(arg) on the loop thread and returns its result; -ESHUTDOWN when stopping. */
+int loopcall_run(struct loopcall *lc, int (*fn)(void *arg), void *arg);
+
+#endif

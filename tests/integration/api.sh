@@ -1,0 +1,119 @@
+#!/bin/sh
+# api.sh — every control-plane endpoint: its answer, each documented error,
+# the auth rules, an oversized body, invalid JSON, a wrong media type and a
+# wrong method; the error shape is the same everywhere.
+. "${KVT_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+TOKEN=kvtier-test-token-0123456789
+echo "  $TOKEN  " >"$TMP/token"
+if ! start_daemon "$TMP/d.log" --l1-size 64MiB --admin-token-file "$TMP/token"; then
+	not_ok "kvtierd starts"; cat "$TMP/d.log"; finish; exit 1
+fi
+B="http://127.0.0.1:$PORT"
+
+# req METHOD PATH [BODY [CONTENT-TYPE [TOKEN]]]: sets CODE and BODY.
+req() {
+	set -- "$1" "$2" "${3-}" "${4-application/json}" "${5-$TOKEN}"
+	if [ -n "$3" ]; then
+		printf '%s' "$3" >"$TMP/body"
+		CODE=$(curl -s -o "$TMP/out" -w '%{http_code}' -X "$1" -H "Content-Type: $4" \
+			-H "Authorization: Bearer $5" --data-binary @"$TMP/body" "$B$2")
+	else
+		CODE=$(curl -s -o "$TMP/out" -w '%{http_code}' -X "$1" \
+			-H "Authorization: Bearer $5" "$B$2")
+	fi
+	BODY=$(cat "$TMP/out")
+}
+expect() { # expect DESCRIPTION CODE FRAGMENT
+	if [ "$CODE" = "$2" ] && printf '%s' "$BODY" | grep -qF -- "$3"; then
+		ok "$1"
+	else
+		not_ok "$1: got $CODE $BODY, wanted $2 with $3"
+	fi
+}
+
+req GET /v1/tiers
+expect "GET /v1/tiers lists l1" 200 '{"tiers":[{"name":"l1","capacity_bytes":67108864,"used_bytes":0,"items":0,"hits":0,"misses":0,"evictions":0}]}'
+req POST /v1/tiers
+expect "POST /v1/tiers is 405" 405 '{"error":{"code":"method_not_allowed","message":"use GET"}}'
+req GET /v1/stats
+expect "GET /v1/stats has l1 and dataplane" 200 '"dataplane":{'
+req GET /v1/namespaces
+expect "GET /v1/namespaces, none yet" 200 '{"namespaces":[]}'
+req DELETE /v1/namespaces
+expect "DELETE /v1/namespaces is 405" 405 'method_not_allowed'
+req GET /v1/nope
+expect "an unknown /v1 path is 404" 404 '{"error":{"code":"not_found"'
+
+# Policy: read, auth, validation, live change, echo.
+req GET /v1/policy "" "" none
+expect "GET /v1/policy needs no token" 200 '{"mode":"l1-only","tiers":{"l1":{"high_watermark":0.95,"low_watermark":0.9}},"lease_max_ms":30000}'
+req PUT /v1/policy '{"lease_max_ms": 5000}' application/json wrong-token-0123456789
+expect "PUT with a wrong token is 401" 401 '{"error":{"code":"unauthorized"'
+CODE=$(curl -s -o "$TMP/out" -w '%{http_code}' -X PUT -H 'Content-Type: application/json' \
+	--data-binary '{}' "$B/v1/policy")
+BODY=$(cat "$TMP/out")
+expect "PUT without a token is 401" 401 'Authorization: Bearer'
+req PUT /v1/policy '{"tiers":{"l1":{"high_watermark":0.8,"low_watermark":0.6}},"lease_max_ms":5000}'
+expect "PUT /v1/policy applies and echoes" 200 '{"mode":"l1-only","tiers":{"l1":{"high_watermark":0.8,"low_watermark":0.6}},"lease_max_ms":5000}'
+req GET /v1/policy
+expect "the change is live" 200 '"high_watermark":0.8'
+req PUT /v1/policy '{"tiers":{"l1":{"low_watermark":0.9}}}'
+expect "watermarks out of order name the field" 400 '{"error":{"code":"invalid_field","message":"tiers.l1.low_watermark: 0.9 must be below high_watermark 0.8"}}'
+req PUT /v1/policy '{"tiers":{"l1":{"high_watermark":"high"}}}'
+expect "a wrong type names the field" 400 'tiers.l1.high_watermark: must be a number in (0, 1]'
+req PUT /v1/policy '{"colour":"blue"}'
+expect "an unknown key names the field" 400 'colour: unknown field'
+req PUT /v1/policy '{"tiers":{"l2":{}}}'
+expect "an unknown tier key names the field" 400 'tiers.l2: unknown field'
+req PUT /v1/policy '{"lease_max_ms": 0}'
+expect "lease_max_ms out of range" 400 'lease_max_ms: must be an integer in 1..3600000'
+req PUT /v1/policy '{"mode":"evict"}'
+expect "evict mode without L2 is 409" 409 '{"error":{"code":"no_l2"'
+req PUT /v1/policy '{"mode":"fast"}'
+expect "an unknown mode is 400" 400 'mode: must be \"evict\" or \"l1-only\"'
+req PUT /v1/policy '{"mode": '
+expect "invalid JSON is 400 with the place" 400 '{"error":{"code":"invalid_json","message":"invalid JSON at line 1'
+req PUT /v1/policy '[1]'
+expect "a non-object body is 400" 400 'the body must be a JSON object'
+req PUT /v1/policy '{"mode":"l1-only"}' text/plain
+expect "a wrong media type is 415" 415 'unsupported_media_type'
+head -c 70000 /dev/zero | tr '\0' ' ' >"$TMP/big"
+req PUT /v1/policy "$(cat "$TMP/big")"
+expect "a body over 64 KiB is 413" 413 'body_too_large'
+req GET /v1/policy
+expect "refused changes changed nothing" 200 '"high_watermark":0.8,"low_watermark":0.6}},"lease_max_ms":5000'
+
+# Eviction: fill L1 through the data plane, then evict some, then all.
+"$KVTIER_BENCH" --socket "$TMP/run/kvtierd.sock" --blocks 8 --block-size 1MiB >"$TMP/bench.out" 2>&1
+check "traffic for the eviction tests" grep -q "verified: every byte" "$TMP/bench.out"
+req GET /v1/namespaces
+expect "the bench's namespace is listed" 200 '"model":"kvtier-bench-1048576","salt":"","block_bytes":1048576,"tp_size":1,"l1_items":16'
+req POST /v1/tiers/l1/evict '{"bytes": 2097152}'
+expect "evict 2 MiB" 200 '{"tier":"l1","evicted_bytes":2097152}'
+req POST /v1/tiers/l1/evict '{"all": true}'
+expect "evict all" 200 '{"tier":"l1","evicted_bytes":14680064}'
+req GET /v1/tiers
+expect "the tier is empty and counts the evictions" 200 '"used_bytes":0,"items":0,"hits":16000,"misses":0,"evictions":16}'
+req POST /v1/tiers/l1/evict '{"bytes": -1}'
+expect "a bad evict body is 400" 400 'give either \"bytes\": a positive integer, or \"all\": true'
+req POST /v1/tiers/l1/evict '{"bytes": 1, "all": true}'
+expect "both bytes and all is 400" 400 'give either'
+req POST /v1/tiers/l9/evict '{"all": true}'
+expect "an unknown tier is 404" 404 'no tier named \"l9\"'
+req GET /v1/tiers/l1/evict
+expect "GET on evict is 405" 405 'use POST'
+req POST /v1/tiers/l1/evict '{"all": true}' application/json ""
+expect "evict without the token is 401" 401 unauthorized
+
+kill -TERM "$DAEMON_PID"
+wait_exit
+check "kvtierd stops cleanly" test "$EXIT_CODE" = 0
+
+# Binding beyond loopback without a token is refused at start.
+"$KVTIERD" --runtime-dir "$TMP/run2" --http 0.0.0.0:1 >"$TMP/bad.out" 2>&1
+check "a non-loopback address without a token exits 2" test $? = 2
+check "and says why" grep -q "reachable beyond this host; give --admin-token-file" "$TMP/bad.out"
+echo "short" >"$TMP/short"
+"$KVTIERD" --runtime-dir "$TMP/run2" --admin-token-file "$TMP/short" >"$TMP/bad.out" 2>&1
+check "a token under 16 characters is refused" grep -q "at least 16 characters" "$TMP/bad.out"
+finish
