@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
@@ -313,6 +314,95 @@ static int get_namespaces(struct http_ctx *ctx, json_t **out, struct api_error *
 	return 0;
 }
 
+struct ns_drop_call {
+	struct http_ctx *ctx;
+	uint32_t id;
+	uint64_t freed;
+	uint32_t connections;
+	uint64_t pinned;
+};
+
+/* On the loop thread: a namespace goes only when nothing uses it. */
+static int ns_drop_on_loop(void *arg)
+{
+	struct ns_drop_call *dc = arg;
+	struct kvt_ns *ns = ns_find_id(dc->ctx->namespaces, dc->id);
+	if (!ns)
+		return -ENOENT;
+	dc->connections = dp_ns_connections(dc->ctx->dp, ns);
+	if (dc->connections)
+		return -EBUSY;
+	dc->freed = l1_ns_drop(dc->ctx->l1, ns, &dc->pinned);
+	if (dc->pinned)
+		return -EBUSY;
+	ns_remove(dc->ctx->namespaces, ns);
+	return 0;
+}
+
+static int delete_namespace(struct http_ctx *ctx, const char *id_text, json_t **out,
+			    struct api_error *err)
+{
+	char *end;
+	errno = 0;
+	unsigned long id = strtoul(id_text, &end, 10);
+	if (!*id_text || *end || errno || id == 0 || id > UINT32_MAX)
+		return fail(err, 404, "not_found", "no namespace with id \"%s\"", id_text);
+	struct ns_drop_call dc = {.ctx = ctx, .id = (uint32_t)id};
+	int rc = loopcall_run(ctx->calls, ns_drop_on_loop, &dc);
+	if (rc == -ENOENT)
+		return fail(err, 404, "not_found", "no namespace with id %lu", id);
+	if (rc == -EBUSY && dc.connections)
+		return fail(err, 409, "in_use", "namespace %lu has %u client connections", id,
+			    dc.connections);
+	if (rc == -EBUSY)
+		return fail(err, 409, "in_use",
+			    "namespace %lu: %llu blocks are still being copied; try again", id,
+			    (unsigned long long)dc.pinned);
+	if (rc)
+		return loop_failed(err, rc);
+	*out = json_pack("{s:I,s:I}", "deleted", (json_int_t)id, "evicted_bytes",
+			 (json_int_t)dc.freed);
+	return 0;
+}
+
+/* --- /v1/buffers --- */
+
+struct buffers_call {
+	const struct dp *dp;
+	json_t *list;
+};
+
+static void buffer_json(uint32_t index, const struct stbuf *b, pid_t pid, void *ctx)
+{
+	json_t *list = ctx;
+	char owner[32];
+	snprintf(owner, sizeof(owner), "%016llx", (unsigned long long)b->session);
+	json_array_append_new(list, json_pack("{s:I,s:s,s:s,s:I,s:I,s:I}", "index",
+					      (json_int_t)index, "kind", "shm", "owner", owner,
+					      "pid", (json_int_t)pid, "size_bytes",
+					      (json_int_t)b->size, "last_use_ms",
+					      (json_int_t)b->last_use_ms));
+}
+
+static int buffers_on_loop(void *arg)
+{
+	struct buffers_call *bc = arg;
+	dp_buffers_foreach(bc->dp, buffer_json, bc->list);
+	return 0;
+}
+
+static int get_buffers(struct http_ctx *ctx, json_t **out, struct api_error *err)
+{
+	struct buffers_call bc = {.dp = ctx->dp, .list = json_array()};
+	int rc = loopcall_run(ctx->calls, buffers_on_loop, &bc);
+	if (rc) {
+		json_decref(bc.list);
+		return loop_failed(err, rc);
+	}
+	*out = json_pack("{s:o}", "buffers", bc.list);
+	return 0;
+}
+
 /* --- routing --- */
 
 bool api_method_mutates(const char *method)
@@ -330,14 +420,21 @@ int api_route(struct http_ctx *ctx, const char *method, const char *url, json_t 
 {
 	bool get = !api_method_mutates(method);
 	memset(err, 0, sizeof(*err));
-	if (strcmp(url, "/v1/stats") == 0 || strcmp(url, "/v1/tiers") == 0 ||
-	    strcmp(url, "/v1/namespaces") == 0) {
+	if (strcmp(url, "/v1/stats") == 0 || strcmp(url, "/v1/tiers") == 0) {
 		if (!get)
 			return wrong_method(err, "GET");
-		if (url[4] == 'n')
-			return get_namespaces(ctx, out, err);
-		*out = url[4] == 's' ? get_stats(ctx) : get_tiers(ctx);
+		*out = strcmp(url, "/v1/stats") == 0 ? get_stats(ctx) : get_tiers(ctx);
 		return 0;
+	}
+	if (strcmp(url, "/v1/namespaces") == 0)
+		return get ? get_namespaces(ctx, out, err) : wrong_method(err, "GET");
+	if (strcmp(url, "/v1/buffers") == 0)
+		return get ? get_buffers(ctx, out, err) : wrong_method(err, "GET");
+	static const char ns_prefix[] = "/v1/namespaces/";
+	if (strncmp(url, ns_prefix, sizeof(ns_prefix) - 1) == 0) {
+		if (strcmp(method, "DELETE") != 0)
+			return wrong_method(err, "DELETE");
+		return delete_namespace(ctx, url + sizeof(ns_prefix) - 1, out, err);
 	}
 	if (strcmp(url, "/v1/policy") == 0) {
 		if (get)

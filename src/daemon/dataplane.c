@@ -779,6 +779,31 @@ static void on_accept(struct loop_source *src, uint32_t events)
 	}
 }
 
+/* --- for the control plane (loop thread) --- */
+
+uint32_t dp_ns_connections(const struct dp *dp, const struct kvt_ns *ns)
+{
+	uint32_t n = 0;
+	for (const struct dp_conn *c = dp->conns; c; c = c->next)
+		n += c->ns == ns;
+	return n;
+}
+
+void dp_buffers_foreach(const struct dp *dp,
+			void (*fn)(uint32_t index, const struct stbuf *b, pid_t pid, void *ctx),
+			void *ctx)
+{
+	for (uint32_t i = 0; i < dp->buffers.cap; i++) {
+		const struct stbuf *b = &dp->buffers.slots[i];
+		if (!b->registered)
+			continue;
+		const struct dp_session *s = dp->sessions;
+		while (s && s->id != b->session)
+			s = s->next;
+		fn(i, b, s ? s->pid : 0, ctx);
+	}
+}
+
 /* --- lifecycle --- */
 
 static int bind_socket(const char *path, char *why, size_t whylen)

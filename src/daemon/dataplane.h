@@ -57,6 +57,14 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, int epfd, struct l1 *l1,
 /* Closes every connection and the listener; waits for copies in flight. */
 void dp_close(struct dp *dp);
 
+/* Connections bound to ns, open or closing. */
+uint32_t dp_ns_connections(const struct dp *dp, const struct kvt_ns *ns);
+
+/* Calls fn for each registered buffer (loop thread). */
+void dp_buffers_foreach(const struct dp *dp,
+			void (*fn)(uint32_t index, const struct stbuf *b, pid_t pid, void *ctx),
+			void *ctx);
+
 /* Monotonic milliseconds and nanoseconds, as the data plane counts time. */
 uint64_t dp_now_ms(void);
 

@@ -361,6 +361,26 @@ int l1_ns_open(struct l1 *l1, struct kvt_ns *ns)
 	return 0;
 }
 
+uint64_t l1_ns_drop(struct l1 *l1, const struct kvt_ns *ns, uint64_t *pinned)
+{
+	uint64_t freed = 0;
+	*pinned = 0;
+	for (uint64_t b = 0; b <= l1->index.mask; b++) {
+		struct index_entry *e = l1->index.buckets[b];
+		while (e) {
+			struct l1_item *it = (struct l1_item *)e;
+			e = e->next; /* before the item goes */
+			if (it->ns != ns)
+				continue;
+			if (it->pins)
+				(*pinned)++;
+			else
+				freed += item_evict(l1, it, L1_EVICT_ADMIN);
+		}
+	}
+	return freed;
+}
+
 void l1_set_lower_tier(struct l1 *l1, const struct l1_lower_tier *lower)
 {
 	if (lower)

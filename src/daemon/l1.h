@@ -147,6 +147,12 @@ void l1_destroy(struct l1 *l1);
 /* Binds a namespace to its slot class. -E2BIG when its block exceeds a region. */
 int l1_ns_open(struct l1 *l1, struct kvt_ns *ns);
 
+/*
+ * Evicts every unpinned item of ns (counted as admin evictions). Returns the
+ * bytes freed, and *pinned the items of ns still pinned (left in place).
+ */
+uint64_t l1_ns_drop(struct l1 *l1, const struct kvt_ns *ns, uint64_t *pinned);
+
 void l1_set_lower_tier(struct l1 *l1, const struct l1_lower_tier *lower);
 /* -EINVAL unless 0 < low < high <= 1. Evicts at once if now above high. */
 int l1_set_watermarks(struct l1 *l1, double high, double low);

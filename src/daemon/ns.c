@@ -61,3 +61,14 @@ struct kvt_ns *ns_find_id(const struct ns_registry *reg, uint32_t id)
 			return reg->ns[i];
 	return NULL;
 }
+
+void ns_remove(struct ns_registry *reg, struct kvt_ns *ns)
+{
+	for (uint32_t i = 0; i < reg->count; i++) {
+		if (reg->ns[i] == ns) {
+			reg->ns[i] = reg->ns[--reg->count];
+			free(ns);
+			return;
+		}
+	}
+}

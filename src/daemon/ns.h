@@ -48,5 +48,7 @@ int ns_get(struct ns_registry *reg, const char *model, const char *salt,
 	   uint64_t block_bytes, uint16_t tp_size, struct kvt_ns **out);
 
 struct kvt_ns *ns_find_id(const struct ns_registry *reg, uint32_t id);
+/* Removes and frees ns; nothing may point at it any more. */
+void ns_remove(struct ns_registry *reg, struct kvt_ns *ns);
 
 #endif

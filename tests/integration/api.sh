@@ -105,6 +105,24 @@ expect "GET on evict is 405" 405 'use POST'
 req POST /v1/tiers/l1/evict '{"all": true}' application/json ""
 expect "evict without the token is 401" 401 unauthorized
 
+# Namespaces and buffers (the bench client is gone: its buffers went with it).
+req GET /v1/buffers
+expect "GET /v1/buffers, none left" 200 '{"buffers":[]}'
+req POST /v1/buffers '{}'
+expect "POST /v1/buffers is 405" 405 'use GET'
+req GET /v1/namespaces/1
+expect "GET on a namespace is 405" 405 'use DELETE'
+req DELETE /v1/namespaces/1 "" "" ""
+expect "DELETE a namespace without the token is 401" 401 unauthorized
+req DELETE /v1/namespaces/abc
+expect "DELETE an unparsable namespace id is 404" 404 'no namespace with id \"abc\"'
+req DELETE /v1/namespaces/1
+expect "DELETE an unused namespace" 200 '{"deleted":1,"evicted_bytes":0}'
+req DELETE /v1/namespaces/1
+expect "DELETE it again is 404" 404 'no namespace with id 1'
+req GET /v1/namespaces
+expect "it is gone" 200 '{"namespaces":[]}'
+
 kill -TERM "$DAEMON_PID"
 wait_exit
 check "kvtierd stops cleanly" test "$EXIT_CODE" = 0

@@ -94,6 +94,14 @@ int daemon_stop(struct daemon_fixture *d)
 
 json_t *daemon_get_json(const struct daemon_fixture *d, const char *path)
 {
+	int status;
+	return daemon_request(d, "GET", path, &status);
+}
+
+json_t *daemon_request(const struct daemon_fixture *d, const char *method, const char *path,
+		       int *status)
+{
+	*status = 0;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(d->http_port)};
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -103,7 +111,8 @@ json_t *daemon_get_json(const struct daemon_fixture *d, const char *path)
 		return NULL;
 	}
 	char req[256];
-	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+	int n = snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", method,
+			 path);
 	if (write(fd, req, (size_t)n) != n) {
 		close(fd);
 		return NULL;
@@ -118,6 +127,7 @@ json_t *daemon_get_json(const struct daemon_fixture *d, const char *path)
 	}
 	close(fd);
 	buf[len] = '\0';
+	sscanf(buf, "HTTP/1.%*d %d", status);
 	char *body = strstr(buf, "\r\n\r\n");
 	json_t *j = body ? json_loads(body + 4, 0, NULL) : NULL;
 	free(buf);

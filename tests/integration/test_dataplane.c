@@ -375,9 +375,43 @@ static void test_tensor_parallel(void **state)
 	o.tp_size = 4;
 	assert_int_equal(kvt_client_open(&o, &bad), -KVT_ENSCONFLICT);
 	assert_int_equal(daemon_stat(d, "dataplane.rejected.ns_conflict"), 2);
+	/* The control plane sees the buffers and refuses to drop a namespace in use. */
+	int status;
+	json_t *j = daemon_request(d, "GET", "/v1/buffers", &status);
+	assert_int_equal(status, 200);
+	json_t *bufs = json_object_get(j, "buffers");
+	assert_int_equal(json_array_size(bufs), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(bufs, 0), "pid")),
+			 getpid());
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(bufs, 0), "size_bytes")),
+			 block);
+	json_decref(j);
+	j = daemon_request(d, "GET", "/v1/namespaces", &status);
+	json_int_t id = json_integer_value(
+		json_object_get(json_array_get(json_object_get(j, "namespaces"), 0), "id"));
+	json_decref(j);
+	char path[64];
+	snprintf(path, sizeof(path), "/v1/namespaces/%lld", (long long)id);
+	j = daemon_request(d, "DELETE", path, &status);
+	assert_int_equal(status, 409);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
+			    "in_use");
+	json_decref(j);
 	kvt_client_close(r0);
 	kvt_client_close(r1);
 	kvt_client_close(sched);
+	/* Once its clients are gone, it goes with its blocks. */
+	j = NULL;
+	for (int i = 0; i < 200 && status != 200; i++) {
+		json_decref(j);
+		if (i)
+			sleep_ms(25);
+		j = daemon_request(d, "DELETE", path, &status);
+	}
+	assert_int_equal(status, 200);
+	assert_int_equal(json_integer_value(json_object_get(j, "evicted_bytes")), 2 * block);
+	json_decref(j);
+	assert_int_equal(daemon_stat(d, "l1.items"), 0);
 	munmap(s0.p, block);
 	munmap(s1.p, block);
 	stop(d);
