@@ -123,6 +123,15 @@ expect "DELETE it again is 404" 404 'no namespace with id 1'
 req GET /v1/namespaces
 expect "it is gone" 200 '{"namespaces":[]}'
 
+# Generated hostile requests: never a 5xx, a crash or a dropped connection.
+if python3 "$KVT_SRCDIR/tests/integration/api_hostile.py" "$PORT" "$TOKEN" 400 >"$TMP/hostile.out" 2>&1; then
+	ok "400 generated hostile requests answered with the error shape"
+else
+	not_ok "generated hostile requests"; cat "$TMP/hostile.out"
+fi
+req GET /healthz
+expect "the daemon is alive after them" 200 '"status":"ok"'
+
 kill -TERM "$DAEMON_PID"
 wait_exit
 check "kvtierd stops cleanly" test "$EXIT_CODE" = 0
