@@ -281,37 +281,45 @@ static int post_evict(struct http_ctx *ctx, const char *tier, json_t *body, json
 
 /* --- /v1/namespaces --- */
 
-struct ns_call {
-	struct ns_registry *reg;
+/* A JSON list built on the loop thread by fill, answered as {name: [...]}. */
+struct list_call {
+	struct http_ctx *ctx;
 	json_t *list;
+	void (*fill)(struct http_ctx *ctx, json_t *list);
 };
 
-static int namespaces_on_loop(void *arg)
+static int list_on_loop(void *arg)
 {
-	struct ns_call *nc = arg;
-	for (uint32_t i = 0; i < nc->reg->count; i++) {
-		const struct kvt_ns *ns = nc->reg->ns[i];
-		json_array_append_new(
-			nc->list,
-			json_pack("{s:I,s:s,s:s,s:I,s:i,s:I,s:I}", "id", (json_int_t)ns->id,
-				  "model", ns->model, "salt", ns->salt, "block_bytes",
-				  (json_int_t)ns->block_bytes, "tp_size", (int)ns->tp_size,
-				  "l1_items", (json_int_t)ns->l1_items, "l1_bytes",
-				  (json_int_t)ns->l1_bytes));
-	}
+	struct list_call *lc = arg;
+	lc->fill(lc->ctx, lc->list);
 	return 0;
 }
 
-static int get_namespaces(struct http_ctx *ctx, json_t **out, struct api_error *err)
+static int get_list(struct http_ctx *ctx, const char *name,
+		    void (*fill)(struct http_ctx *ctx, json_t *list), json_t **out,
+		    struct api_error *err)
 {
-	struct ns_call nc = {.reg = ctx->namespaces, .list = json_array()};
-	int rc = loopcall_run(ctx->calls, namespaces_on_loop, &nc);
+	struct list_call lc = {.ctx = ctx, .list = json_array(), .fill = fill};
+	int rc = loopcall_run(ctx->calls, list_on_loop, &lc);
 	if (rc) {
-		json_decref(nc.list);
+		json_decref(lc.list);
 		return loop_failed(err, rc);
 	}
-	*out = json_pack("{s:o}", "namespaces", nc.list);
+	*out = json_pack("{s:o}", name, lc.list);
 	return 0;
+}
+
+static void fill_namespaces(struct http_ctx *ctx, json_t *list)
+{
+	for (uint32_t i = 0; i < ctx->namespaces->count; i++) {
+		const struct kvt_ns *ns = ctx->namespaces->ns[i];
+		json_array_append_new(
+			list, json_pack("{s:I,s:s,s:s,s:I,s:i,s:I,s:I}", "id", (json_int_t)ns->id,
+					"model", ns->model, "salt", ns->salt, "block_bytes",
+					(json_int_t)ns->block_bytes, "tp_size", (int)ns->tp_size,
+					"l1_items", (json_int_t)ns->l1_items, "l1_bytes",
+					(json_int_t)ns->l1_bytes));
+	}
 }
 
 struct ns_drop_call {
@@ -367,11 +375,6 @@ static int delete_namespace(struct http_ctx *ctx, const char *id_text, json_t **
 
 /* --- /v1/buffers --- */
 
-struct buffers_call {
-	const struct dp *dp;
-	json_t *list;
-};
-
 static void buffer_json(uint32_t index, const struct stbuf *b, pid_t pid, void *ctx)
 {
 	json_t *list = ctx;
@@ -384,23 +387,9 @@ static void buffer_json(uint32_t index, const struct stbuf *b, pid_t pid, void *
 					      (json_int_t)b->last_use_ms));
 }
 
-static int buffers_on_loop(void *arg)
+static void fill_buffers(struct http_ctx *ctx, json_t *list)
 {
-	struct buffers_call *bc = arg;
-	dp_buffers_foreach(bc->dp, buffer_json, bc->list);
-	return 0;
-}
-
-static int get_buffers(struct http_ctx *ctx, json_t **out, struct api_error *err)
-{
-	struct buffers_call bc = {.dp = ctx->dp, .list = json_array()};
-	int rc = loopcall_run(ctx->calls, buffers_on_loop, &bc);
-	if (rc) {
-		json_decref(bc.list);
-		return loop_failed(err, rc);
-	}
-	*out = json_pack("{s:o}", "buffers", bc.list);
-	return 0;
+	dp_buffers_foreach(ctx->dp, buffer_json, list);
 }
 
 /* --- routing --- */
@@ -427,9 +416,11 @@ int api_route(struct http_ctx *ctx, const char *method, const char *url, json_t 
 		return 0;
 	}
 	if (strcmp(url, "/v1/namespaces") == 0)
-		return get ? get_namespaces(ctx, out, err) : wrong_method(err, "GET");
+		return get ? get_list(ctx, "namespaces", fill_namespaces, out, err)
+			   : wrong_method(err, "GET");
 	if (strcmp(url, "/v1/buffers") == 0)
-		return get ? get_buffers(ctx, out, err) : wrong_method(err, "GET");
+		return get ? get_list(ctx, "buffers", fill_buffers, out, err)
+			   : wrong_method(err, "GET");
 	static const char ns_prefix[] = "/v1/namespaces/";
 	if (strncmp(url, ns_prefix, sizeof(ns_prefix) - 1) == 0) {
 		if (strcmp(method, "DELETE") != 0)
