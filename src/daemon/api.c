@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "buffers.h"
 #include "dataplane.h"
 #include "l1.h"
 #include "loopcall.h"
@@ -392,6 +393,88 @@ static void fill_buffers(struct http_ctx *ctx, json_t *list)
 	dp_buffers_foreach(ctx->dp, buffer_json, list);
 }
 
+struct buffer_call {
+	struct http_ctx *ctx;
+	pid_t pid;
+	const char *path;
+	uint64_t size;
+	uint32_t index;
+};
+
+static int register_on_loop(void *arg)
+{
+	struct buffer_call *bc = arg;
+	return buffers_register_path(&bc->ctx->dp->buffers, bc->pid, bc->path, bc->size);
+}
+
+static int unregister_on_loop(void *arg)
+{
+	struct buffer_call *bc = arg;
+	return buffers_unregister_any(&bc->ctx->dp->buffers, bc->index);
+}
+
+static int post_buffer(struct http_ctx *ctx, json_t *body, json_t **out, struct api_error *err)
+{
+	static const char *const keys[] = {"kind", "path", "size", "pid", "handle", "device", NULL};
+	if (!json_is_object(body))
+		return fail(err, 400, "invalid_body", "the body must be a JSON object");
+	if (only_keys(body, "", keys, err))
+		return -1;
+	const char *kind = json_string_value(json_object_get(body, "kind"));
+	if (!kind)
+		return fail(err, 400, "invalid_field", "kind: must be \"shm\" or \"cuda_ipc\"");
+	if (strcmp(kind, "cuda_ipc") == 0)
+		return fail(err, 501, "not_implemented",
+			    "kind: cuda_ipc buffers need the GPU path, which this kvtierd does not have yet");
+	if (strcmp(kind, "shm") != 0)
+		return fail(err, 400, "invalid_field", "kind: must be \"shm\" or \"cuda_ipc\"");
+	json_t *path = json_object_get(body, "path"), *size = json_object_get(body, "size"),
+	       *pid = json_object_get(body, "pid");
+	if (!json_is_string(path))
+		return fail(err, 400, "invalid_field", "path: must be a file under /dev/shm/");
+	if (!json_is_integer(size) || json_integer_value(size) <= 0)
+		return fail(err, 400, "invalid_field", "size: must be a positive integer of bytes");
+	if (!json_is_integer(pid) || json_integer_value(pid) <= 0 ||
+	    json_integer_value(pid) > INT32_MAX)
+		return fail(err, 400, "invalid_field",
+			    "pid: must be the id of the process that will use the buffer");
+	struct buffer_call bc = {.ctx = ctx, .pid = (pid_t)json_integer_value(pid),
+				 .path = json_string_value(path),
+				 .size = (uint64_t)json_integer_value(size)};
+	int rc = loopcall_run(ctx->calls, register_on_loop, &bc);
+	if (rc == -EINVAL)
+		return fail(err, 400, "invalid_field",
+			    "path: must name a regular file directly under /dev/shm/ (no link) "
+			    "of at least size bytes");
+	if (rc == -ENOENT || rc == -EACCES)
+		return fail(err, 400, "invalid_field", "path: %s", kvt_strerror(rc));
+	if (rc == -ENOSPC)
+		return fail(err, 409, "too_many_buffers", "the buffer table is full");
+	if (rc < 0)
+		return fail(err, 500, "internal", "cannot map the buffer: %s", kvt_strerror(rc));
+	*out = json_pack("{s:i,s:s,s:I,s:I}", "index", rc, "kind", "shm", "pid",
+			 (json_int_t)bc.pid, "size_bytes", (json_int_t)bc.size);
+	return 0;
+}
+
+static int delete_buffer(struct http_ctx *ctx, const char *id_text, json_t **out,
+			 struct api_error *err)
+{
+	char *end;
+	errno = 0;
+	unsigned long index = strtoul(id_text, &end, 10);
+	if (!*id_text || *end || errno || index > UINT32_MAX)
+		return fail(err, 404, "not_found", "no buffer with index \"%s\"", id_text);
+	struct buffer_call bc = {.ctx = ctx, .index = (uint32_t)index};
+	int rc = loopcall_run(ctx->calls, unregister_on_loop, &bc);
+	if (rc == -ENOENT)
+		return fail(err, 404, "not_found", "no buffer with index %lu", index);
+	if (rc)
+		return loop_failed(err, rc);
+	*out = json_pack("{s:I}", "unregistered", (json_int_t)index);
+	return 0;
+}
+
 /* --- routing --- */
 
 bool api_method_mutates(const char *method)
@@ -418,9 +501,19 @@ int api_route(struct http_ctx *ctx, const char *method, const char *url, json_t 
 	if (strcmp(url, "/v1/namespaces") == 0)
 		return get ? get_list(ctx, "namespaces", fill_namespaces, out, err)
 			   : wrong_method(err, "GET");
-	if (strcmp(url, "/v1/buffers") == 0)
-		return get ? get_list(ctx, "buffers", fill_buffers, out, err)
-			   : wrong_method(err, "GET");
+	if (strcmp(url, "/v1/buffers") == 0) {
+		if (get)
+			return get_list(ctx, "buffers", fill_buffers, out, err);
+		if (strcmp(method, "POST") != 0)
+			return wrong_method(err, "GET or POST");
+		return post_buffer(ctx, body, out, err);
+	}
+	static const char buf_prefix[] = "/v1/buffers/";
+	if (strncmp(url, buf_prefix, sizeof(buf_prefix) - 1) == 0) {
+		if (strcmp(method, "DELETE") != 0)
+			return wrong_method(err, "DELETE");
+		return delete_buffer(ctx, url + sizeof(buf_prefix) - 1, out, err);
+	}
 	static const char ns_prefix[] = "/v1/namespaces/";
 	if (strncmp(url, ns_prefix, sizeof(ns_prefix) - 1) == 0) {
 		if (strcmp(method, "DELETE") != 0)

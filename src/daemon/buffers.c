@@ -35,7 +35,7 @@ static void slot_free(struct stbuf *b)
 void buffers_destroy(struct buffer_table *t)
 {
 	for (uint32_t i = 0; i < t->cap; i++)
-		if (t->slots[i].session)
+		if (t->slots[i].refs)
 			slot_free(&t->slots[i]);
 	free(t->slots);
 	t->slots = NULL;
@@ -52,41 +52,80 @@ static int seal_against_shrink(int fd)
 	return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) ? -EINVAL : 0;
 }
 
-int buffers_register_shm(struct buffer_table *t, uint64_t session, int fd, uint64_t size)
+/* A free slot, if session (when not 0) is under its buffer limit. */
+static int free_slot_for(const struct buffer_table *t, uint64_t session, uint32_t *slot)
 {
-	struct stat st;
-	if (size == 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < size)
-		return -EINVAL;
-	uint32_t owned = 0, free_slot = t->cap;
+	uint32_t owned = 0;
+	*slot = t->cap;
 	for (uint32_t i = 0; i < t->cap; i++) {
-		if (t->slots[i].session == session && t->slots[i].registered)
+		if (session && t->slots[i].session == session && t->slots[i].registered)
 			owned++;
-		else if (!t->slots[i].session && free_slot == t->cap)
-			free_slot = i;
+		else if (!t->slots[i].refs && *slot == t->cap)
+			*slot = i;
 	}
-	if (owned >= KVT_MAX_BUFFERS || free_slot == t->cap)
-		return -ENOSPC;
-	int err = seal_against_shrink(fd);
-	if (err)
-		return err;
+	return owned >= KVT_MAX_BUFFERS || *slot == t->cap ? -ENOSPC : 0;
+}
+
+/* Maps fd and fills the slot; the caller has checked the file. */
+static int map_into(struct buffer_table *t, uint32_t slot, int fd, uint64_t size,
+		    uint64_t session, pid_t pid)
+{
 	/* Populate now: registration is once, faults on the copy path are every time. */
 	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (base == MAP_FAILED)
 		return -errno;
 	prefault_touch(base, size);
-	struct stbuf *b = &t->slots[free_slot];
-	*b = (struct stbuf){.session = session, .kind = KVT_BUFFER_SHM, .refs = 1,
-			    .registered = true, .base = base, .size = size};
+	t->slots[slot] = (struct stbuf){.session = session, .pid = pid, .kind = KVT_BUFFER_SHM,
+					.refs = 1, .registered = true, .base = base, .size = size};
 	GAUGE_ADD(t, registered, 1);
 	GAUGE_ADD(t, registered_bytes, size);
-	return (int)free_slot;
+	return (int)slot;
 }
 
-int buffers_get(struct buffer_table *t, uint64_t session, uint32_t index, struct stbuf **out)
+static bool big_enough(int fd, uint64_t size)
+{
+	struct stat st;
+	return size > 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	       (uint64_t)st.st_size >= size;
+}
+
+int buffers_register_shm(struct buffer_table *t, uint64_t session, int fd, uint64_t size)
+{
+	uint32_t slot;
+	if (!big_enough(fd, size))
+		return -EINVAL;
+	int err = free_slot_for(t, session, &slot);
+	if (!err)
+		err = seal_against_shrink(fd);
+	return err ? err : map_into(t, slot, fd, size, session, 0);
+}
+
+int buffers_register_path(struct buffer_table *t, pid_t pid, const char *path, uint64_t size)
+{
+	static const char dir[] = "/dev/shm/";
+	if (pid <= 0 || strncmp(path, dir, sizeof(dir) - 1) != 0 ||
+	    strchr(path + sizeof(dir) - 1, '/') || path[sizeof(dir) - 1] == '\0' ||
+	    strcmp(path + sizeof(dir) - 1, "..") == 0 || strcmp(path + sizeof(dir) - 1, ".") == 0)
+		return -EINVAL;
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return errno == ELOOP ? -EINVAL : -errno;
+	uint32_t slot;
+	int err = big_enough(fd, size) ? free_slot_for(t, 0, &slot) : -EINVAL;
+	if (!err)
+		err = map_into(t, slot, fd, size, 0, pid);
+	close(fd);
+	return err;
+}
+
+int buffers_get(struct buffer_table *t, const struct buffer_user *user, uint32_t index,
+		struct stbuf **out)
 {
 	if (index >= t->cap || !t->slots[index].registered)
 		return -ENOENT;
-	if (t->slots[index].session != session)
+	const struct stbuf *b = &t->slots[index];
+	bool mine = b->session ? b->session == user->session : b->pid == user->pid;
+	if (!mine)
 		return -EPERM;
 	*out = &t->slots[index];
 	return 0;
@@ -111,20 +150,28 @@ static void unregister_slot(struct buffer_table *t, struct stbuf *b)
 	buffers_put(b);
 }
 
-int buffers_unregister(struct buffer_table *t, uint64_t session, uint32_t index)
+int buffers_unregister(struct buffer_table *t, const struct buffer_user *user, uint32_t index)
 {
 	struct stbuf *b;
-	int err = buffers_get(t, session, index, &b);
+	int err = buffers_get(t, user, index, &b);
 	if (!err)
 		unregister_slot(t, b);
 	return err;
+}
+
+int buffers_unregister_any(struct buffer_table *t, uint32_t index)
+{
+	if (index >= t->cap || !t->slots[index].registered)
+		return -ENOENT;
+	unregister_slot(t, &t->slots[index]);
+	return 0;
 }
 
 unsigned buffers_drop_session(struct buffer_table *t, uint64_t session)
 {
 	unsigned n = 0;
 	for (uint32_t i = 0; i < t->cap; i++) {
-		if (t->slots[i].session == session && t->slots[i].registered) {
+		if (session && t->slots[i].session == session && t->slots[i].registered) {
 			unregister_slot(t, &t->slots[i]);
 			n++;
 		}

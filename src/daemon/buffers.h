@@ -2,11 +2,13 @@
  * buffers.h — the staging-buffer registry: buffers that clients register
  * once and then name by a small index on every STORE and LOAD.
  *
- * A buffer belongs to the client session that registered it; any other
- * session naming its index gets -EPERM. A registered shm buffer is a memfd
- * mapped shared and sealed against shrinking (so a client cannot truncate it
- * under a copy and fault the daemon). References keep the mapping alive while
- * copies run, so unregistering (or the owner dying) never unmaps under a copy.
+ * A buffer belongs to the client session that registered it over the data
+ * plane, or, when registered by path through the control plane, to a process
+ * id; any other client naming its index gets -EPERM. A memfd registered over
+ * the data plane is sealed against shrinking; a /dev/shm file registered by
+ * path cannot be, so copies run under the copy engine's SIGBUS guard (copy.h).
+ * References keep the mapping alive while copies run, so unregistering (or the
+ * owner dying) never unmaps under a copy.
  * Owned by the data-plane thread; the counts are readable from any thread.
  */
 #ifndef KVTD_BUFFERS_H
@@ -15,11 +17,13 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct stbuf {
-	uint64_t session;       /* owner; 0 while the slot is free */
+	uint64_t session;       /* owning client session; 0 when owned by pid */
+	pid_t pid;              /* owning process, for buffers registered by path */
 	uint32_t kind;
-	uint32_t refs;          /* 1 while registered, plus one per copy in flight */
+	uint32_t refs;          /* 1 while registered, plus one per copy in flight; 0: free */
 	bool registered;
 	uint8_t *base;
 	uint64_t size;
@@ -45,13 +49,29 @@ void buffers_destroy(struct buffer_table *t);
  */
 int buffers_register_shm(struct buffer_table *t, uint64_t session, int fd, uint64_t size);
 
-/* The buffer index names for session: -ENOENT unknown, -EPERM another's. */
-int buffers_get(struct buffer_table *t, uint64_t session, uint32_t index, struct stbuf **out);
+/*
+ * Maps the file at path (a regular file under /dev/shm, not a symlink) of at
+ * least size bytes for process pid. Returns the index, or -EINVAL (path,
+ * size), -ENOENT, -ENOSPC, or a mapping error.
+ */
+int buffers_register_path(struct buffer_table *t, pid_t pid, const char *path, uint64_t size);
+
+/* Who is asking: a client session and its process id. */
+struct buffer_user {
+	uint64_t session;
+	pid_t pid;
+};
+
+/* The buffer index names for user: -ENOENT unknown, -EPERM another's. */
+int buffers_get(struct buffer_table *t, const struct buffer_user *user, uint32_t index,
+		struct stbuf **out);
 void buffers_hold(struct stbuf *b);
 void buffers_put(struct stbuf *b);
 
 /* -ENOENT / -EPERM as buffers_get. */
-int buffers_unregister(struct buffer_table *t, uint64_t session, uint32_t index);
+int buffers_unregister(struct buffer_table *t, const struct buffer_user *user, uint32_t index);
+/* Unregisters index whoever owns it (the control plane): -ENOENT when none. */
+int buffers_unregister_any(struct buffer_table *t, uint32_t index);
 /* Unregisters every buffer of session; returns how many. */
 unsigned buffers_drop_session(struct buffer_table *t, uint64_t session);
 

@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -38,6 +40,45 @@ struct copy_batch *copy_engine_reap(struct copy_engine *e)
 	return list;
 }
 
+/*
+ * The SIGBUS guard. Written by hand because no library here offers it: the
+ * only way to survive a page that vanished under memcpy is to jump out of
+ * the signal handler. Set only around a copy, on the thread doing it.
+ */
+/* volatile: the compiler must not drop or move the stores around memcpy,
+ * which it would otherwise see as dead (nothing it knows of reads them). */
+static __thread sigjmp_buf *volatile copy_guard;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uctx)
+{
+	(void)si;
+	(void)uctx;
+	if (copy_guard)
+		siglongjmp(*copy_guard, 1);
+	signal(sig, SIG_DFL); /* not a guarded copy: die as without the handler */
+	raise(sig);
+}
+
+static void install_sigbus_guard(void)
+{
+	struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_NODEFER};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+}
+
+static int guarded_copy(void *dst, const void *src, size_t len)
+{
+	sigjmp_buf env;
+	if (sigsetjmp(env, 0)) {
+		copy_guard = NULL;
+		return -EFAULT;
+	}
+	copy_guard = &env;
+	memcpy(dst, src, len);
+	copy_guard = NULL;
+	return 0;
+}
+
 static void *host_worker(void *arg)
 {
 	struct copy_engine *e = arg;
@@ -54,7 +95,8 @@ static void *host_worker(void *arg)
 		e->count--;
 		pthread_cond_signal(&e->not_full);
 		pthread_mutex_unlock(&e->lock);
-		memcpy(c.dst, c.src, c.len);
+		if (guarded_copy(c.dst, c.src, c.len))
+			atomic_store(&c.batch->failed, -EFAULT);
 		copy_batch_finish_one(e, c.batch);
 	}
 }
@@ -104,6 +146,7 @@ static const struct copy_engine_ops host_ops = {
 int copy_engine_host_init(struct copy_engine *e, unsigned nthreads, size_t chunk_bytes)
 {
 	memset(e, 0, sizeof(*e));
+	install_sigbus_guard();
 	e->ops = &host_ops;
 	e->chunk_bytes = chunk_bytes;
 	e->ring_cap = 1u << 16;

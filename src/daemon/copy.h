@@ -7,6 +7,10 @@
  * engine's eventfd) once every copy has finished. The host engine splits
  * copies into chunks that a pool of threads runs with memcpy, so one large
  * block does not hold up other lanes. A CUDA engine implements the same ops.
+ *
+ * Host copies run under a SIGBUS guard: a staging file truncated by its owner
+ * under a copy fails that copy's batch with -EFAULT instead of killing the
+ * daemon.
  */
 #ifndef KVTD_COPY_H
 #define KVTD_COPY_H
@@ -18,6 +22,7 @@
 
 struct copy_batch {
 	atomic_uint pending;          /* copies not finished, +1 until sealed */
+	atomic_int failed;            /* set when a copy faulted (-EFAULT) */
 	struct copy_batch *next_done;
 };
 
@@ -60,6 +65,7 @@ void copy_engine_destroy(struct copy_engine *e);
 static inline void copy_batch_init(struct copy_batch *b)
 {
 	atomic_init(&b->pending, 1);
+	atomic_init(&b->failed, 0);
 	b->next_done = NULL;
 }
 

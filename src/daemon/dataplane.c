@@ -414,7 +414,8 @@ static int op_unregister(struct dp_conn *c, const struct wire_hdr *h, const uint
 	int err = frame_decode_u32(p, h->length, &index);
 	if (err)
 		return decode_failed(c->dp, err);
-	err = buffers_unregister(&c->dp->buffers, c->session->id, index);
+	struct buffer_user user = {c->session->id, c->pid};
+	err = buffers_unregister(&c->dp->buffers, &user, index);
 	if (err)
 		return count_buffer_error(c->dp, err);
 	reply_status(c, h->op, h->id, 0);
@@ -501,7 +502,8 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 	if (err)
 		return decode_failed(dp, err);
 	struct stbuf *buf;
-	err = buffers_get(&dp->buffers, c->session->id, fb.buffer, &buf);
+	struct buffer_user user = {c->session->id, c->pid};
+	err = buffers_get(&dp->buffers, &user, fb.buffer, &buf);
 	if (err)
 		return count_buffer_error(dp, err);
 	struct dp_req *r = calloc(1, sizeof(*r) + fb.nblocks * sizeof(r->blocks[0]));
@@ -556,13 +558,22 @@ static void req_complete(struct dp *dp, struct dp_req *r)
 {
 	struct dp_conn *c = r->conn;
 	bool store = r->op == KVT_OP_STORE;
+	int32_t fault = atomic_load(&r->batch.failed);
+	if (fault)
+		REJECT(dp, buffer_fault);
 	uint8_t *out = reply_begin(c, r->op, r->id, 0, 8 + (size_t)r->n * KVT_BLOCK_STATUS_BYTES);
 	struct wire_wr w = {out, out ? 8 + (size_t)r->n * KVT_BLOCK_STATUS_BYTES : 0, false};
 	wire_put_u32(&w, r->n);
 	wire_put_u32(&w, 0);
 	for (uint32_t i = 0; i < r->n; i++) {
 		struct dp_block *b = &r->blocks[i];
-		if (b->pinned && store) {
+		if (b->pinned && fault) { /* which block faulted is not known: fail all */
+			if (store)
+				l1_store_abort(dp->l1, &b->ref);
+			else
+				l1_load_end(dp->l1, &b->ref);
+			b->status = fault;
+		} else if (b->pinned && store) {
 			l1_store_commit(dp->l1, &b->ref);
 			STAT_ADD(dp, blocks_stored, 1);
 			STAT_ADD(dp, bytes_stored, b->length);

@@ -34,6 +34,7 @@
 	X(unknown_buffer, "buffer indexes not registered") \
 	X(bad_buffer, "registrations refused: fd, size, seals or limits") \
 	X(out_of_range, "blocks whose offset or length falls outside the buffer or block") \
+	X(buffer_fault, "requests whose copy faulted: a staging file truncated under it") \
 	X(too_many, "counts over the protocol limits") \
 	X(lease_limit, "leases refused: table or per-client limit full") \
 	X(slow_reader, "connections closed for not reading their replies") \

@@ -21,7 +21,7 @@ struct loopcall;
 struct http_ctx {
 	_Atomic bool ready;          /* tiers open, indexes rebuilt */
 	struct l1 *l1;               /* counters read here; changed via calls */
-	const struct dp *dp;
+	struct dp *dp;                /* counters read here; changed via calls */
 	struct ns_registry *namespaces;
 	struct loopcall *calls;
 	const char *admin_token;     /* NULL: mutating endpoints are open */

@@ -108,8 +108,28 @@ expect "evict without the token is 401" 401 unauthorized
 # Namespaces and buffers (the bench client is gone: its buffers went with it).
 req GET /v1/buffers
 expect "GET /v1/buffers, none left" 200 '{"buffers":[]}'
+req PUT /v1/buffers '{}'
+expect "PUT /v1/buffers is 405" 405 'use GET or POST'
 req POST /v1/buffers '{}'
-expect "POST /v1/buffers is 405" 405 'use GET'
+expect "POST /v1/buffers without a kind is 400" 400 'kind: must be'
+req POST /v1/buffers '{"kind":"cuda_ipc","handle":"AAAA","size":4096,"device":0,"pid":1}'
+expect "a cuda_ipc buffer is 501 until the GPU path exists" 501 '{"error":{"code":"not_implemented"'
+req POST /v1/buffers '{"kind":"shm","path":"/etc/passwd","size":1,"pid":1}'
+expect "a path outside /dev/shm is 400" 400 'path: must name a regular file directly under /dev/shm/'
+req POST /v1/buffers '{"kind":"shm","path":"/dev/shm/../etc/passwd","size":1,"pid":1}'
+expect "a path that climbs out is 400" 400 'path: must name'
+req POST /v1/buffers '{"kind":"shm","path":"/dev/shm/kvtier-none-here","size":1,"pid":1}'
+expect "a missing file is 400" 400 'path: No such file'
+req POST /v1/buffers '{"kind":"shm","path":"/dev/shm/x","size":0,"pid":1}'
+expect "size 0 is 400" 400 'size: must be a positive integer'
+req POST /v1/buffers '{"kind":"shm","path":"/dev/shm/x","size":1}'
+expect "no pid is 400" 400 'pid: must be'
+req POST /v1/buffers '{"kind":"shm","path":"/dev/shm/x","size":1,"pid":1,"extra":1}'
+expect "an unknown field is 400" 400 'extra: unknown field'
+req DELETE /v1/buffers/999
+expect "DELETE an unknown buffer is 404" 404 'no buffer with index 999'
+req GET /v1/buffers/1
+expect "GET on one buffer is 405" 405 'use DELETE'
 req GET /v1/namespaces/1
 expect "GET on a namespace is 405" 405 'use DELETE'
 req DELETE /v1/namespaces/1 "" "" ""

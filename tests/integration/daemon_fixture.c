@@ -95,11 +95,11 @@ int daemon_stop(struct daemon_fixture *d)
 json_t *daemon_get_json(const struct daemon_fixture *d, const char *path)
 {
 	int status;
-	return daemon_request(d, "GET", path, &status);
+	return daemon_request(d, "GET", path, NULL, &status);
 }
 
 json_t *daemon_request(const struct daemon_fixture *d, const char *method, const char *path,
-		       int *status)
+		       const char *body, int *status)
 {
 	*status = 0;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -110,9 +110,11 @@ json_t *daemon_request(const struct daemon_fixture *d, const char *method, const
 			close(fd);
 		return NULL;
 	}
-	char req[256];
-	int n = snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", method,
-			 path);
+	char req[4096];
+	int n = snprintf(req, sizeof(req),
+			 "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+			 "Content-Length: %zu\r\n\r\n%s",
+			 method, path, body ? strlen(body) : 0, body ? body : "");
 	if (write(fd, req, (size_t)n) != n) {
 		close(fd);
 		return NULL;
@@ -128,8 +130,8 @@ json_t *daemon_request(const struct daemon_fixture *d, const char *method, const
 	close(fd);
 	buf[len] = '\0';
 	sscanf(buf, "HTTP/1.%*d %d", status);
-	char *body = strstr(buf, "\r\n\r\n");
-	json_t *j = body ? json_loads(body + 4, 0, NULL) : NULL;
+	char *answer = strstr(buf, "\r\n\r\n");
+	json_t *j = answer ? json_loads(answer + 4, 0, NULL) : NULL;
 	free(buf);
 	return j;
 }

@@ -24,9 +24,9 @@ int daemon_start(struct daemon_fixture *d, const char *const *flags);
 int daemon_stop(struct daemon_fixture *d);
 /* GET path; the parsed JSON body (caller json_decref), NULL on failure. */
 json_t *daemon_get_json(const struct daemon_fixture *d, const char *path);
-/* METHOD path with no body; the parsed JSON body, and the status in *status. */
+/* METHOD path with a JSON body (or NULL); the parsed answer, the status in *status. */
 json_t *daemon_request(const struct daemon_fixture *d, const char *method, const char *path,
-		       int *status);
+		       const char *body, int *status);
 /* A number from /v1/stats by dotted path ("dataplane.rejected.bad_magic"); -1 on error. */
 long long daemon_stat(const struct daemon_fixture *d, const char *dotted);
 

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -377,7 +378,7 @@ static void test_tensor_parallel(void **state)
 	assert_int_equal(daemon_stat(d, "dataplane.rejected.ns_conflict"), 2);
 	/* The control plane sees the buffers and refuses to drop a namespace in use. */
 	int status;
-	json_t *j = daemon_request(d, "GET", "/v1/buffers", &status);
+	json_t *j = daemon_request(d, "GET", "/v1/buffers", NULL, &status);
 	assert_int_equal(status, 200);
 	json_t *bufs = json_object_get(j, "buffers");
 	assert_int_equal(json_array_size(bufs), 2);
@@ -386,13 +387,13 @@ static void test_tensor_parallel(void **state)
 	assert_int_equal(json_integer_value(json_object_get(json_array_get(bufs, 0), "size_bytes")),
 			 block);
 	json_decref(j);
-	j = daemon_request(d, "GET", "/v1/namespaces", &status);
+	j = daemon_request(d, "GET", "/v1/namespaces", NULL, &status);
 	json_int_t id = json_integer_value(
 		json_object_get(json_array_get(json_object_get(j, "namespaces"), 0), "id"));
 	json_decref(j);
 	char path[64];
 	snprintf(path, sizeof(path), "/v1/namespaces/%lld", (long long)id);
-	j = daemon_request(d, "DELETE", path, &status);
+	j = daemon_request(d, "DELETE", path, NULL, &status);
 	assert_int_equal(status, 409);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
 			    "in_use");
@@ -406,7 +407,7 @@ static void test_tensor_parallel(void **state)
 		json_decref(j);
 		if (i)
 			sleep_ms(25);
-		j = daemon_request(d, "DELETE", path, &status);
+		j = daemon_request(d, "DELETE", path, NULL, &status);
 	}
 	assert_int_equal(status, 200);
 	assert_int_equal(json_integer_value(json_object_get(j, "evicted_bytes")), 2 * block);
@@ -466,6 +467,69 @@ static void test_buffer_ownership_and_bounds(void **state)
 	kvt_client_close(a);
 	kvt_client_close(b);
 	munmap(sa.p, sa.size);
+	stop(d);
+}
+
+/* A /dev/shm file registered by path through the control plane. */
+static void test_buffer_registered_by_path(void **state)
+{
+	(void)state;
+	struct daemon_fixture *d = start((const char *[]){"--l1-size", "64MiB", NULL});
+	const uint32_t block = 256 * KiB;
+	char path[64];
+	snprintf(path, sizeof(path), "/dev/shm/kvtier-test-%d", (int)getpid());
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 4 * block), 0);
+	uint8_t *p = mmap(NULL, 4 * block, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(p != MAP_FAILED);
+	char body[256];
+	int status;
+	snprintf(body, sizeof(body), "{\"kind\":\"shm\",\"path\":\"%s\",\"size\":%u,\"pid\":%d}",
+		 path, 4 * block, (int)getpid());
+	json_t *j = daemon_request(d, "POST", "/v1/buffers", body, &status);
+	assert_int_equal(status, 200);
+	uint32_t index = (uint32_t)json_integer_value(json_object_get(j, "index"));
+	json_decref(j);
+	/* Owned by this process: its clients use it; the bytes go both ways. */
+	struct kvt_client *c = client(d, "m", block, 1, 0, 0, 1);
+	test_fill(p, block, 77);
+	struct kvt_block b = {test_key(77), 0, block, 1};
+	assert_int_equal(kvt_store(c, index, &b, 1), 0);
+	assert_int_equal(b.status, 0);
+	b.offset = block;
+	assert_int_equal(kvt_load(c, index, &b, 1), 0);
+	assert_int_equal(b.status, 0);
+	assert_true(test_check(p + block, block, 77));
+	/* Truncated under the daemon: the copy fails, the daemon lives on. */
+	assert_int_equal(ftruncate(fd, 0), 0);
+	struct kvt_block lost = {test_key(78), 0, block, 1};
+	assert_int_equal(kvt_store(c, index, &lost, 1), 0);
+	assert_int_equal(lost.status, -EFAULT);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.buffer_fault"), 1);
+	assert_int_equal(lookup_range(c, 78, 1, 0, NULL), 0); /* nothing half-stored */
+	assert_int_equal(kvt_ping(c), 0);
+	/* Another process's index is refused; the control plane unregisters. */
+	snprintf(body, sizeof(body), "{\"kind\":\"shm\",\"path\":\"%s\",\"size\":1,\"pid\":%d}",
+		 path, (int)getpid() + 1);
+	assert_int_equal(ftruncate(fd, 4096), 0);
+	j = daemon_request(d, "POST", "/v1/buffers", body, &status);
+	assert_int_equal(status, 200);
+	uint32_t foreign = (uint32_t)json_integer_value(json_object_get(j, "index"));
+	json_decref(j);
+	struct kvt_block f = {test_key(79), 0, 1, 1};
+	assert_int_equal(kvt_store(c, foreign, &f, 1), -EPERM);
+	char del[64];
+	snprintf(del, sizeof(del), "/v1/buffers/%u", index);
+	json_decref(daemon_request(d, "DELETE", del, NULL, &status));
+	assert_int_equal(status, 200);
+	json_decref(daemon_request(d, "DELETE", del, NULL, &status));
+	assert_int_equal(status, 404);
+	assert_int_equal(kvt_store(c, index, &b, 1), -ENOENT);
+	kvt_client_close(c);
+	munmap(p, 4 * block);
+	close(fd);
+	unlink(path);
 	stop(d);
 }
 
@@ -671,6 +735,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_leases, teardown),
 		cmocka_unit_test_teardown(test_tensor_parallel, teardown),
 		cmocka_unit_test_teardown(test_buffer_ownership_and_bounds, teardown),
+		cmocka_unit_test_teardown(test_buffer_registered_by_path, teardown),
 		cmocka_unit_test_teardown(test_hostile_frames, teardown),
 		cmocka_unit_test_teardown(test_client_killed_mid_load, teardown),
 	};
