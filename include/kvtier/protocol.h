@@ -40,6 +40,9 @@ enum kvt_buffer_kind {
 	KVT_BUFFER_SHM = 1,      /* a memfd or /dev/shm file, mapped shared */
 };
 
+/* LOOKUP's lease_ms asking for the daemon's default lease (policy lease_default_ms). */
+#define KVT_LEASE_DEFAULT 0xffffffffu
+
 /* Limits every daemon enforces; HELLO's reply repeats them. */
 #define KVT_MAX_FRAME_BYTES (1u << 20)
 #define KVT_MAX_KEYS 4096      /* keys in one LOOKUP */

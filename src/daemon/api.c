@@ -109,10 +109,12 @@ static json_t *get_tiers(struct http_ctx *ctx)
 struct policy {
 	double high, low;
 	uint32_t lease_max_ms;
+	uint32_t lease_default_ms;
 };
 
 struct policy_call {
 	struct l1 *l1;
+	struct dp *dp;
 	struct policy p;
 	bool set;
 };
@@ -124,24 +126,27 @@ static int policy_on_loop(void *arg)
 	int rc = 0;
 	if (pc->set) {
 		rc = l1_set_watermarks(pc->l1, pc->p.high, pc->p.low);
-		if (rc == 0)
+		if (rc == 0) {
 			pc->l1->max_lease_ms = pc->p.lease_max_ms;
+			pc->dp->lease_default_ms = pc->p.lease_default_ms;
+		}
 	}
 	pc->p = (struct policy){pc->l1->high_watermark, pc->l1->low_watermark,
-				pc->l1->max_lease_ms};
+				pc->l1->max_lease_ms, pc->dp->lease_default_ms};
 	return rc;
 }
 
 static json_t *policy_json(const struct policy *p)
 {
-	return json_pack("{s:s,s:{s:{s:f,s:f}},s:I}", "mode", "l1-only", "tiers", "l1",
+	return json_pack("{s:s,s:{s:{s:f,s:f}},s:I,s:I}", "mode", "l1-only", "tiers", "l1",
 			 "high_watermark", p->high, "low_watermark", p->low, "lease_max_ms",
-			 (json_int_t)p->lease_max_ms);
+			 (json_int_t)p->lease_max_ms, "lease_default_ms",
+			 (json_int_t)p->lease_default_ms);
 }
 
 static int get_policy(struct http_ctx *ctx, json_t **out, struct api_error *err)
 {
-	struct policy_call pc = {.l1 = ctx->l1};
+	struct policy_call pc = {.l1 = ctx->l1, .dp = ctx->dp};
 	int rc = loopcall_run(ctx->calls, policy_on_loop, &pc);
 	if (rc)
 		return loop_failed(err, rc);
@@ -180,7 +185,7 @@ static int take_fraction(json_t *obj, const char *key, const char *where, double
 
 static int parse_policy(json_t *body, struct policy *p, struct api_error *err)
 {
-	static const char *const top[] = {"mode", "tiers", "lease_max_ms", NULL};
+	static const char *const top[] = {"mode", "tiers", "lease_max_ms", "lease_default_ms", NULL};
 	static const char *const tiers[] = {"l1", NULL};
 	static const char *const l1[] = {"high_watermark", "low_watermark", NULL};
 	if (!json_is_object(body))
@@ -209,13 +214,17 @@ static int parse_policy(json_t *body, struct policy *p, struct api_error *err)
 		return fail(err, 400, "invalid_field",
 			    "tiers.l1.low_watermark: %.3g must be below high_watermark %.3g",
 			    p->low, p->high);
-	json_t *lm = json_object_get(body, "lease_max_ms");
-	if (lm && (!json_is_integer(lm) || json_integer_value(lm) < 1 ||
-		   json_integer_value(lm) > LEASE_MAX_MS_LIMIT))
-		return fail(err, 400, "invalid_field", "lease_max_ms: must be an integer in 1..%d",
-			    LEASE_MAX_MS_LIMIT);
-	if (lm)
-		p->lease_max_ms = (uint32_t)json_integer_value(lm);
+	static const char *const lease_keys[] = {"lease_max_ms", "lease_default_ms"};
+	uint32_t *lease_fields[] = {&p->lease_max_ms, &p->lease_default_ms};
+	for (int i = 0; i < 2; i++) {
+		json_t *v = json_object_get(body, lease_keys[i]);
+		if (v && (!json_is_integer(v) || json_integer_value(v) < 1 ||
+			  json_integer_value(v) > LEASE_MAX_MS_LIMIT))
+			return fail(err, 400, "invalid_field", "%s: must be an integer in 1..%d",
+				    lease_keys[i], LEASE_MAX_MS_LIMIT);
+		if (v)
+			*lease_fields[i] = (uint32_t)json_integer_value(v);
+	}
 	return 0;
 }
 
@@ -223,7 +232,7 @@ static int put_policy(struct http_ctx *ctx, json_t *body, json_t **out, struct a
 {
 	/* Read the current policy, merge the body into it, then apply: a body
 	 * names only what it changes. (Two PUTs at once: the last one wins.) */
-	struct policy_call pc = {.l1 = ctx->l1};
+	struct policy_call pc = {.l1 = ctx->l1, .dp = ctx->dp};
 	int rc = loopcall_run(ctx->calls, policy_on_loop, &pc);
 	if (rc)
 		return loop_failed(err, rc);

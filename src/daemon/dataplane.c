@@ -429,7 +429,7 @@ static int op_lookup(struct dp_conn *c, const struct wire_hdr *h, const uint8_t 
 	int err = frame_decode_lookup(p, h->length, &lk);
 	if (err)
 		return decode_failed(dp, err);
-	uint32_t lease_ms = lk.lease_ms;
+	uint32_t lease_ms = lk.lease_ms == KVT_LEASE_DEFAULT ? dp->lease_default_ms : lk.lease_ms;
 	struct dp_session *s = c->session;
 	if (lease_ms && s->nleases == dp->max_leases_per_client)
 		session_prune_leases(dp, s);
@@ -863,6 +863,7 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, int epfd, struct l1 *l1,
 	dp->copy = copy;
 	dp->max_connections = cfg->max_connections;
 	dp->max_leases_per_client = cfg->max_leases_per_client;
+	dp->lease_default_ms = cfg->lease_default_ms;
 	snprintf(dp->socket_path, sizeof(dp->socket_path), "%s", cfg->socket_path);
 	int err = buffers_init(&dp->buffers, 4096);
 	if (err) {

@@ -27,6 +27,7 @@ struct dp_config {
 	const char *socket_path;
 	uint32_t max_connections;
 	uint32_t max_leases_per_client;
+	uint32_t lease_default_ms;
 };
 
 struct dp {
@@ -36,6 +37,7 @@ struct dp {
 	char socket_path[108];
 	uint32_t max_connections;
 	uint32_t max_leases_per_client;
+	uint32_t lease_default_ms;   /* for LOOKUPs asking KVT_LEASE_DEFAULT; policy */
 	struct l1 *l1;
 	struct ns_registry *namespaces;
 	struct copy_engine *copy;

@@ -224,6 +224,7 @@ static int open_dataplane(struct kvtd *d)
 		.socket_path = d->cfg.socket_path,
 		.max_connections = (uint32_t)d->cfg.max_connections,
 		.max_leases_per_client = MAX_LEASES_PER_CLIENT,
+		.lease_default_ms = (uint32_t)d->cfg.lease_default_ms,
 	};
 	char why[512];
 	err = dp_open(&d->dp, &dc, d->epfd, &d->l1, &d->namespaces, &d->copy, why, sizeof(why));

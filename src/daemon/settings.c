@@ -72,6 +72,8 @@ static const struct option_def options[] = {
 	 "leases held at once, across all clients"},
 	{"lease-max-ms", 0, OPT_UINT, OFF(lease_max_ms), "30000", NULL, 1, 3600000, false,
 	 "MS", "longest lease a lookup can take; longer requests are cut to it"},
+	{"lease-default-ms", 0, OPT_UINT, OFF(lease_default_ms), "5000", NULL, 1, 3600000, false,
+	 "MS", "lease a lookup gets when it asks for the default (KVT_LEASE_DEFAULT)"},
 	{"l2-path", 0, OPT_PATH, OFF(l2_path), NULL, "none: no L2 tier", 0, 0, false, "PATH",
 	 "file or block device for the L2 tier (not in this version: refused)"},
 	{"l2-size", 0, OPT_SIZE, OFF(l2_size), "0", NULL, 0, UINT64_MAX, false, "SIZE",

@@ -30,6 +30,7 @@ struct kvtd_config {
 	uint64_t copy_threads;
 	uint64_t max_leases;
 	uint64_t lease_max_ms;
+	uint64_t lease_default_ms;
 	char *l2_path;
 	uint64_t l2_size;
 	enum kvt_log_level log_level;

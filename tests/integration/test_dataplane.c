@@ -329,6 +329,10 @@ static void test_leases(void **state)
 	}
 	assert_int_equal(active, 0);
 	assert_int_equal(daemon_stat(d, "l1.leases_expired"), 1);
+	/* KVT_LEASE_DEFAULT takes the daemon's default lease. */
+	assert_int_equal(lookup_range(c, 400, 4, KVT_LEASE_DEFAULT, &lease), 4);
+	assert_int_not_equal(lease, 0);
+	assert_int_equal(kvt_release(c, lease), 0);
 	store_range(c, &in, 500, 8, block);
 	store_range(c, &in, 508, 8, block);
 	assert_int_equal(lookup_range(c, 400, 4, 0, NULL), 0);
