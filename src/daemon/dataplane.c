@@ -23,6 +23,11 @@
 /* A client that leaves this many reply bytes unread is closed. */
 #define DP_MAX_OUT_BYTES (64u << 20)
 #define DP_ASYNC 1
+/*
+ * STOREs and LOADs one connection may have in flight: each pins its blocks,
+ * so without a bound one client could pin all of L1 and starve the others.
+ */
+#define DP_MAX_INFLIGHT 256
 
 struct dp_session {
 	uint64_t id;
@@ -496,6 +501,10 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 	if (c->role != KVT_ROLE_WORKER) {
 		REJECT(dp, role);
 		return -EPERM;
+	}
+	if (c->inflight >= DP_MAX_INFLIGHT) {
+		REJECT(dp, inflight_limit);
+		return -EBUSY;
 	}
 	struct frame_blocks fb;
 	int err = frame_decode_blocks(p, h->length, &fb);

@@ -37,6 +37,7 @@
 	X(buffer_fault, "requests whose copy faulted: a staging file truncated under it") \
 	X(too_many, "counts over the protocol limits") \
 	X(lease_limit, "leases refused: table or per-client limit full") \
+	X(inflight_limit, "STOREs and LOADs refused: the connection has too many in flight") \
 	X(slow_reader, "connections closed for not reading their replies") \
 	X(connection_limit, "connections refused at the limit")
 

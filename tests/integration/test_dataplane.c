@@ -608,6 +608,83 @@ static void raw_hello(int fd)
 	assert_int_equal(raw_hello_status(fd), 0);
 }
 
+/* REGISTER over a raw socket, passing a sealable memfd; returns the index. */
+static uint32_t raw_register(int fd, uint64_t size)
+{
+	int mfd = memfd_create("raw", MFD_ALLOW_SEALING);
+	assert_int_equal(ftruncate(mfd, (off_t)size), 0);
+	uint8_t frame[KVT_HDR_BYTES + KVT_REGISTER_BYTES];
+	struct wire_hdr h = {.magic = KVT_PROTO_MAGIC, .op = KVT_OP_REGISTER,
+			     .length = KVT_REGISTER_BYTES, .id = 42};
+	wire_hdr_encode(frame, &h);
+	struct wire_wr w = {frame + KVT_HDR_BYTES, KVT_REGISTER_BYTES, false};
+	wire_put_u64(&w, size);
+	wire_put_u32(&w, KVT_BUFFER_SHM);
+	wire_put_u32(&w, 0);
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	struct iovec iov = {frame, sizeof(frame)};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			     .msg_controllen = sizeof(ctl.buf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &mfd, sizeof(int));
+	assert_int_equal(sendmsg(fd, &msg, 0), (ssize_t)sizeof(frame));
+	close(mfd);
+	uint8_t hdr[KVT_HDR_BYTES], body[8];
+	assert_int_equal(recv(fd, hdr, sizeof(hdr), MSG_WAITALL), (ssize_t)sizeof(hdr));
+	wire_hdr_decode(hdr, &h);
+	assert_int_equal(h.status, 0);
+	assert_int_equal(recv(fd, body, sizeof(body), MSG_WAITALL), (ssize_t)sizeof(body));
+	struct wire_rd r = {body, sizeof(body), false};
+	return wire_u32(&r);
+}
+
+/* 300 LOADs in one write: the first 256 go in flight, the rest get -EBUSY. */
+static void test_inflight_limit(void **state)
+{
+	(void)state;
+	struct daemon_fixture *d = start((const char *[]){"--l1-size", "64MiB", NULL});
+	int fd = raw_connect(d);
+	raw_hello(fd);
+	uint32_t index = raw_register(fd, 1 << 20);
+	enum { N = 300, FRAME = KVT_HDR_BYTES + 8 + KVT_BLOCK_ENTRY_BYTES };
+	uint8_t *frames = calloc(N, FRAME);
+	for (int i = 0; i < N; i++) {
+		uint8_t *f = frames + (size_t)i * FRAME;
+		struct wire_hdr h = {.magic = KVT_PROTO_MAGIC, .op = KVT_OP_LOAD,
+				     .length = 8 + KVT_BLOCK_ENTRY_BYTES, .id = 42};
+		wire_hdr_encode(f, &h);
+		struct wire_wr w = {f + KVT_HDR_BYTES, 8 + KVT_BLOCK_ENTRY_BYTES, false};
+		struct kvt_key k = test_key((uint64_t)i);
+		wire_put_u32(&w, index);
+		wire_put_u32(&w, 1);
+		wire_put_bytes(&w, k.bytes, KVT_KEY_BYTES);
+		wire_put_u64(&w, 0);
+		wire_put_u32(&w, 4096);
+		wire_put_u32(&w, 0);
+	}
+	assert_int_equal(send(fd, frames, (size_t)N * FRAME, 0), (ssize_t)N * FRAME);
+	free(frames);
+	int busy = 0, served = 0;
+	for (int i = 0; i < N; i++) {
+		int st = raw_status(fd);
+		busy += st == -EBUSY;
+		served += st == 0;
+	}
+	assert_int_equal(busy, N - 256);
+	assert_int_equal(served, 256);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.inflight_limit"), N - 256);
+	assert_int_equal(daemon_stat(d, "dataplane.blocks_load_missing"), 256);
+	close(fd);
+	stop(d);
+}
+
 static void test_hostile_frames(void **state)
 {
 	(void)state;
@@ -741,6 +818,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_buffer_ownership_and_bounds, teardown),
 		cmocka_unit_test_teardown(test_buffer_registered_by_path, teardown),
 		cmocka_unit_test_teardown(test_hostile_frames, teardown),
+		cmocka_unit_test_teardown(test_inflight_limit, teardown),
 		cmocka_unit_test_teardown(test_client_killed_mid_load, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
