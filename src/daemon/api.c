@@ -357,24 +357,34 @@ static int ns_drop_on_loop(void *arg)
 	return 0;
 }
 
-static int delete_namespace(struct http_ctx *ctx, const char *id_text, json_t **out,
-			    struct api_error *err)
+/* The decimal id at the end of a path ("/v1/buffers/12"). */
+static bool parse_path_id(const char *text, uint32_t *id)
 {
 	char *end;
 	errno = 0;
-	unsigned long id = strtoul(id_text, &end, 10);
-	if (!*id_text || *end || errno || id == 0 || id > UINT32_MAX)
+	unsigned long v = strtoul(text, &end, 10);
+	if (!*text || *text == '-' || *end || errno || v > UINT32_MAX)
+		return false;
+	*id = (uint32_t)v;
+	return true;
+}
+
+static int delete_namespace(struct http_ctx *ctx, const char *id_text, json_t **out,
+			    struct api_error *err)
+{
+	uint32_t id;
+	if (!parse_path_id(id_text, &id) || id == 0)
 		return fail(err, 404, "not_found", "no namespace with id \"%s\"", id_text);
-	struct ns_drop_call dc = {.ctx = ctx, .id = (uint32_t)id};
+	struct ns_drop_call dc = {.ctx = ctx, .id = id};
 	int rc = loopcall_run(ctx->calls, ns_drop_on_loop, &dc);
 	if (rc == -ENOENT)
-		return fail(err, 404, "not_found", "no namespace with id %lu", id);
+		return fail(err, 404, "not_found", "no namespace with id %u", id);
 	if (rc == -EBUSY && dc.connections)
-		return fail(err, 409, "in_use", "namespace %lu has %u client connections", id,
+		return fail(err, 409, "in_use", "namespace %u has %u client connections", id,
 			    dc.connections);
 	if (rc == -EBUSY)
 		return fail(err, 409, "in_use",
-			    "namespace %lu: %llu blocks are still being copied; try again", id,
+			    "namespace %u: %llu blocks are still being copied; try again", id,
 			    (unsigned long long)dc.pinned);
 	if (rc)
 		return loop_failed(err, rc);
@@ -469,15 +479,13 @@ static int post_buffer(struct http_ctx *ctx, json_t *body, json_t **out, struct 
 static int delete_buffer(struct http_ctx *ctx, const char *id_text, json_t **out,
 			 struct api_error *err)
 {
-	char *end;
-	errno = 0;
-	unsigned long index = strtoul(id_text, &end, 10);
-	if (!*id_text || *end || errno || index > UINT32_MAX)
+	uint32_t index;
+	if (!parse_path_id(id_text, &index))
 		return fail(err, 404, "not_found", "no buffer with index \"%s\"", id_text);
-	struct buffer_call bc = {.ctx = ctx, .index = (uint32_t)index};
+	struct buffer_call bc = {.ctx = ctx, .index = index};
 	int rc = loopcall_run(ctx->calls, unregister_on_loop, &bc);
 	if (rc == -ENOENT)
-		return fail(err, 404, "not_found", "no buffer with index %lu", index);
+		return fail(err, 404, "not_found", "no buffer with index %u", index);
 	if (rc)
 		return loop_failed(err, rc);
 	*out = json_pack("{s:I}", "unregistered", (json_int_t)index);
