@@ -26,3 +26,12 @@ int gpu_device_count(char *why, size_t whylen)
 	return -ENOTSUP;
 }
 #endif
+
+bool gpu_built_in(void)
+{
+#ifdef HAVE_CUDA
+	return true;
+#else
+	return false;
+#endif
+}

@@ -6,6 +6,7 @@
 #ifndef KVTD_GPU_H
 #define KVTD_GPU_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /*
@@ -14,5 +15,8 @@
  * when the runtime reports no device or no driver.
  */
 int gpu_device_count(char *why, size_t whylen);
+
+/* Whether this kvtierd was built with CUDA (a build fact; asks no driver). */
+bool gpu_built_in(void);
 
 #endif

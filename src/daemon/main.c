@@ -354,13 +354,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (action != KVTD_RUN) {
-		char why[256];
 		if (action == KVTD_HELP)
 			kvtd_config_print_help("kvtierd", stdout);
 		else
 			printf("kvtierd (kvtier) %s, CUDA %s\n", kvt_version(),
-			       gpu_device_count(why, sizeof(why)) == -ENOTSUP ? "not built in"
-									: "built in");
+			       gpu_built_in() ? "built in" : "not built in");
 		kvtd_config_free(&d.cfg);
 		return 0;
 	}
