@@ -67,16 +67,10 @@ static json_t *stats_dp(const struct dp *dp)
 #undef DP_REJECT_JSON
 	json_object_set_new(o, "ops", ops);
 	json_object_set_new(o, "rejected", rejected);
-#define DP_FIELD_JSON(f) json_object_set_new(o, #f, json_integer((json_int_t)LOAD(st->f)));
-	DP_FIELD_JSON(connections_total)
-	DP_FIELD_JSON(connections_active)
-	DP_FIELD_JSON(clients_active)
-	DP_FIELD_JSON(blocks_stored)
-	DP_FIELD_JSON(blocks_loaded)
-	DP_FIELD_JSON(blocks_load_missing)
-	DP_FIELD_JSON(bytes_stored)
-	DP_FIELD_JSON(bytes_loaded)
-#undef DP_FIELD_JSON
+#define DP_TOTAL_JSON(field, metric, type, help) \
+	json_object_set_new(o, #field, json_integer((json_int_t)LOAD(st->field)));
+	DP_TOTALS(DP_TOTAL_JSON)
+#undef DP_TOTAL_JSON
 	json_object_set_new(o, "buffers_registered",
 			    json_integer((json_int_t)LOAD(dp->buffers.registered)));
 	json_object_set_new(o, "buffers_registered_bytes",

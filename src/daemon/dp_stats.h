@@ -41,6 +41,21 @@
 	X(slow_reader, "connections closed for not reading their replies") \
 	X(connection_limit, "connections refused at the limit")
 
+/*
+ * The plain counters and gauges: (field, Prometheus name, type, help). An
+ * empty name: not exported on its own (L1's byte counters say the same).
+ */
+#define DP_TOTALS(X) \
+	X(connections_total, "kvtier_connections_total", "counter", "Data-plane connections accepted.") \
+	X(connections_active, "kvtier_lanes_connected", "gauge", "Data-plane connections (lanes) open.") \
+	X(clients_active, "kvtier_clients_connected", "gauge", "Clients (processes) connected.") \
+	X(blocks_stored, "kvtier_blocks_stored_total", "counter", "Blocks stored by STORE requests.") \
+	X(blocks_loaded, "kvtier_blocks_loaded_total", "counter", "Blocks copied out by LOAD requests.") \
+	X(blocks_load_missing, "kvtier_blocks_load_missing_total", "counter", \
+	  "Blocks a LOAD asked for that were not there.") \
+	X(bytes_stored, "", "counter", "Bytes stored by STORE requests.") \
+	X(bytes_loaded, "", "counter", "Bytes copied out by LOAD requests.")
+
 #define DP_HIST_BUCKETS 16
 /* Upper bounds in seconds; the last bucket is +Inf. */
 #define DP_HIST_BOUNDS \
@@ -60,14 +75,9 @@ struct dp_stats {
 #define DP_REJECT_FIELD(name, help) _Atomic uint64_t rejected_##name;
 	DP_REJECTS(DP_REJECT_FIELD)
 #undef DP_REJECT_FIELD
-	_Atomic uint64_t connections_total;
-	_Atomic uint64_t connections_active;   /* gauge: lanes */
-	_Atomic uint64_t clients_active;       /* gauge: sessions */
-	_Atomic uint64_t blocks_stored;
-	_Atomic uint64_t blocks_loaded;
-	_Atomic uint64_t blocks_load_missing;
-	_Atomic uint64_t bytes_stored;
-	_Atomic uint64_t bytes_loaded;
+#define DP_TOTAL_FIELD(field, metric, type, help) _Atomic uint64_t field;
+	DP_TOTALS(DP_TOTAL_FIELD)
+#undef DP_TOTAL_FIELD
 };
 
 #endif

@@ -2,7 +2,6 @@
  * Prometheus practice: kvtier_ prefix, base units, _total on counters. */
 #include "config.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,18 +106,11 @@ static void render_dp(FILE *f, const struct dp *dp)
 	sample(f, "kvtier_requests_rejected_total", "reason=\"" #name "\"", LOAD(st->rejected_##name));
 	DP_REJECTS(DP_REJECT_SAMPLE)
 #undef DP_REJECT_SAMPLE
-	one(f, "kvtier_clients_connected", "gauge", "Clients (processes) connected.",
-	    LOAD(st->clients_active));
-	one(f, "kvtier_lanes_connected", "gauge", "Data-plane connections (lanes) open.",
-	    LOAD(st->connections_active));
-	one(f, "kvtier_connections_total", "counter", "Data-plane connections accepted.",
-	    LOAD(st->connections_total));
-	one(f, "kvtier_blocks_stored_total", "counter", "Blocks stored by STORE requests.",
-	    LOAD(st->blocks_stored));
-	one(f, "kvtier_blocks_loaded_total", "counter", "Blocks copied out by LOAD requests.",
-	    LOAD(st->blocks_loaded));
-	one(f, "kvtier_blocks_load_missing_total", "counter",
-	    "Blocks a LOAD asked for that were not there.", LOAD(st->blocks_load_missing));
+#define DP_TOTAL_METRIC(field, metric, type, help) \
+	if (*metric)                                 \
+		one(f, metric, type, help, LOAD(st->field));
+	DP_TOTALS(DP_TOTAL_METRIC)
+#undef DP_TOTAL_METRIC
 	family(f, "kvtier_buffers_registered", "gauge", "Staging buffers registered, by kind.");
 	sample(f, "kvtier_buffers_registered", "kind=\"shm\"", LOAD(dp->buffers.registered));
 	family(f, "kvtier_buffers_registered_bytes", "gauge",
@@ -133,10 +125,9 @@ char *metrics_render(const struct l1 *l1, const struct dp *dp, size_t *len)
 	FILE *f = open_memstream(&buf, len);
 	if (!f)
 		return NULL;
-	char why[128];
 	family(f, "kvtier_build_info", "gauge", "Build facts of this kvtierd; always 1.");
 	fprintf(f, "kvtier_build_info{version=\"%s\",cuda=\"%s\"} 1\n", kvt_version(),
-		gpu_device_count(why, sizeof(why)) == -ENOTSUP ? "no" : "yes");
+		gpu_built_in() ? "yes" : "no");
 	one(f, "kvtier_up", "gauge", "1 while the daemon serves.", 1);
 	struct l1_stats_snapshot s;
 	l1_stats_read(l1, &s);
