@@ -11,6 +11,7 @@
 #include "buffers.h"
 #include "dataplane.h"
 #include "l1.h"
+#include "l2svc.h"
 #include "loopcall.h"
 #include "ns.h"
 
@@ -78,9 +79,23 @@ static json_t *stats_dp(const struct dp *dp)
 	return o;
 }
 
+static json_t *stats_l2(const struct l2 *l2)
+{
+	struct l2_stats_snapshot s;
+	l2_stats_read(l2, &s);
+	json_t *o = json_object();
+#define L2_JSON(name, help) json_object_set_new(o, #name, json_integer((json_int_t)s.name));
+	L2_COUNTERS(L2_JSON)
+	L2_GAUGES(L2_JSON)
+#undef L2_JSON
+	return o;
+}
+
 static json_t *get_stats(struct http_ctx *ctx)
 {
-	return json_pack("{s:o,s:o}", "l1", stats_l1(ctx->l1), "dataplane", stats_dp(ctx->dp));
+	json_t *o = json_pack("{s:o,s:o}", "l1", stats_l1(ctx->l1), "dataplane", stats_dp(ctx->dp));
+	json_object_set_new(o, "l2", ctx->l2 ? stats_l2(&ctx->l2->l2) : json_null());
+	return o;
 }
 
 /* --- /v1/tiers --- */
@@ -95,12 +110,24 @@ static json_t *get_tiers(struct http_ctx *ctx)
 		(json_int_t)s.items, "hits", (json_int_t)s.lookup_hits, "misses",
 		(json_int_t)s.lookup_misses, "evictions",
 		(json_int_t)(s.evictions_watermark + s.evictions_capacity + s.evictions_admin));
-	return json_pack("{s:[o]}", "tiers", l1);
+	if (!ctx->l2)
+		return json_pack("{s:[o]}", "tiers", l1);
+	struct l2_stats_snapshot t;
+	l2_stats_read(&ctx->l2->l2, &t);
+	const char *state = t.failed ? "failed" : t.ready ? "ready" : "recovering";
+	json_t *l2 = json_pack(
+		"{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "name", "l2", "state", state,
+		"capacity_bytes", (json_int_t)t.capacity_bytes, "used_bytes",
+		(json_int_t)t.used_bytes, "items", (json_int_t)t.items, "hits",
+		(json_int_t)s.lookup_lower_hits, "misses", (json_int_t)t.read_misses, "evictions",
+		(json_int_t)(t.items_reclaimed + t.items_dropped_admin));
+	return json_pack("{s:[o,o]}", "tiers", l1, l2);
 }
 
 /* --- /v1/policy --- */
 
 struct policy {
+	bool evict;                 /* mode evict; else l1-only */
 	double high, low;
 	uint32_t lease_max_ms;
 	uint32_t lease_default_ms;
@@ -109,6 +136,7 @@ struct policy {
 struct policy_call {
 	struct l1 *l1;
 	struct dp *dp;
+	struct l2svc *l2;           /* NULL without L2 */
 	struct policy p;
 	bool set;
 };
@@ -120,19 +148,24 @@ static int policy_on_loop(void *arg)
 	int rc = 0;
 	if (pc->set) {
 		rc = l1_set_watermarks(pc->l1, pc->p.high, pc->p.low);
+		if (rc == 0 && pc->p.evict != pc->dp->l2_evict && !(pc->l2 && pc->l2->started))
+			rc = -EAGAIN; /* L2 is still rebuilding its index, or failed to */
 		if (rc == 0) {
 			pc->l1->max_lease_ms = pc->p.lease_max_ms;
 			pc->dp->lease_default_ms = pc->p.lease_default_ms;
+			if (pc->l2 && pc->l2->started)
+				l2svc_set_evict(pc->l2, pc->p.evict);
 		}
 	}
-	pc->p = (struct policy){pc->l1->high_watermark, pc->l1->low_watermark,
+	pc->p = (struct policy){pc->dp->l2_evict, pc->l1->high_watermark, pc->l1->low_watermark,
 				pc->l1->max_lease_ms, pc->dp->lease_default_ms};
 	return rc;
 }
 
 static json_t *policy_json(const struct policy *p)
 {
-	return json_pack("{s:s,s:{s:{s:f,s:f}},s:I,s:I}", "mode", "l1-only", "tiers", "l1",
+	return json_pack("{s:s,s:{s:{s:f,s:f}},s:I,s:I}", "mode", p->evict ? "evict" : "l1-only",
+			 "tiers", "l1",
 			 "high_watermark", p->high, "low_watermark", p->low, "lease_max_ms",
 			 (json_int_t)p->lease_max_ms, "lease_default_ms",
 			 (json_int_t)p->lease_default_ms);
@@ -140,7 +173,7 @@ static json_t *policy_json(const struct policy *p)
 
 static int get_policy(struct http_ctx *ctx, json_t **out, struct api_error *err)
 {
-	struct policy_call pc = {.l1 = ctx->l1, .dp = ctx->dp};
+	struct policy_call pc = {.l1 = ctx->l1, .dp = ctx->dp, .l2 = ctx->l2};
 	int rc = loopcall_run(ctx->calls, policy_on_loop, &pc);
 	if (rc)
 		return loop_failed(err, rc);
@@ -177,7 +210,7 @@ static int take_fraction(json_t *obj, const char *key, const char *where, double
 	return 0;
 }
 
-static int parse_policy(json_t *body, struct policy *p, struct api_error *err)
+static int parse_policy(json_t *body, bool have_l2, struct policy *p, struct api_error *err)
 {
 	static const char *const top[] = {"mode", "tiers", "lease_max_ms", "lease_default_ms", NULL};
 	static const char *const tiers[] = {"l1", NULL};
@@ -189,11 +222,14 @@ static int parse_policy(json_t *body, struct policy *p, struct api_error *err)
 	json_t *mode = json_object_get(body, "mode");
 	if (mode && !json_is_string(mode))
 		return fail(err, 400, "invalid_field", "mode: must be \"evict\" or \"l1-only\"");
-	if (mode && strcmp(json_string_value(mode), "evict") == 0)
+	bool evict = mode && strcmp(json_string_value(mode), "evict") == 0;
+	if (mode && !evict && strcmp(json_string_value(mode), "l1-only") != 0)
+		return fail(err, 400, "invalid_field", "mode: must be \"evict\" or \"l1-only\"");
+	if (evict && !have_l2)
 		return fail(err, 409, "no_l2",
 			    "mode: evict needs an L2 tier, and this kvtierd has none (no --l2-path)");
-	if (mode && strcmp(json_string_value(mode), "l1-only") != 0)
-		return fail(err, 400, "invalid_field", "mode: must be \"evict\" or \"l1-only\"");
+	if (mode)
+		p->evict = evict;
 	json_t *t = json_object_get(body, "tiers");
 	if (t && (!json_is_object(t) || only_keys(t, "tiers.", tiers, err)))
 		return err->status ? -1 : fail(err, 400, "invalid_field", "tiers: must be an object");
@@ -226,16 +262,19 @@ static int put_policy(struct http_ctx *ctx, json_t *body, json_t **out, struct a
 {
 	/* Read the current policy, merge the body into it, then apply: a body
 	 * names only what it changes. (Two PUTs at once: the last one wins.) */
-	struct policy_call pc = {.l1 = ctx->l1, .dp = ctx->dp};
+	struct policy_call pc = {.l1 = ctx->l1, .dp = ctx->dp, .l2 = ctx->l2};
 	int rc = loopcall_run(ctx->calls, policy_on_loop, &pc);
 	if (rc)
 		return loop_failed(err, rc);
-	if (parse_policy(body, &pc.p, err))
+	if (parse_policy(body, ctx->l2 != NULL, &pc.p, err))
 		return -1;
 	pc.set = true;
 	rc = loopcall_run(ctx->calls, policy_on_loop, &pc);
 	if (rc == -EINVAL)
 		return fail(err, 400, "invalid_field", "tiers.l1: watermarks out of order");
+	if (rc == -EAGAIN)
+		return fail(err, 409, "l2_not_ready",
+			    "mode: L2 is still rebuilding its index, or failed; see /v1/tiers");
 	if (rc)
 		return loop_failed(err, rc);
 	*out = policy_json(&pc.p);
@@ -246,6 +285,7 @@ static int put_policy(struct http_ctx *ctx, json_t *body, json_t **out, struct a
 
 struct evict_call {
 	struct l1 *l1;
+	struct l2svc *l2;          /* set for the L2 tier */
 	uint64_t bytes;
 	uint64_t freed;
 };
@@ -253,7 +293,10 @@ struct evict_call {
 static int evict_on_loop(void *arg)
 {
 	struct evict_call *ec = arg;
-	ec->freed = l1_evict(ec->l1, ec->bytes, L1_EVICT_ADMIN);
+	if (ec->l2 && !ec->l2->started)
+		return -EAGAIN;
+	ec->freed = ec->l2 ? l2_evict(&ec->l2->l2, ec->bytes)
+			   : l1_evict(ec->l1, ec->bytes, L1_EVICT_ADMIN);
 	return 0;
 }
 
@@ -261,14 +304,16 @@ static int post_evict(struct http_ctx *ctx, const char *tier, json_t *body, json
 		      struct api_error *err)
 {
 	static const char *const keys[] = {"bytes", "all", NULL};
-	if (strcmp(tier, "l1") != 0)
-		return fail(err, 404, "not_found", "no tier named \"%s\" (tiers: l1)", tier);
+	bool l2 = strcmp(tier, "l2") == 0 && ctx->l2;
+	if (strcmp(tier, "l1") != 0 && !l2)
+		return fail(err, 404, "not_found", "no tier named \"%s\" (tiers: l1%s)", tier,
+			    ctx->l2 ? ", l2" : "");
 	if (!json_is_object(body))
 		return fail(err, 400, "invalid_body", "the body must be a JSON object");
 	if (only_keys(body, "", keys, err))
 		return -1;
 	json_t *bytes = json_object_get(body, "bytes"), *all = json_object_get(body, "all");
-	struct evict_call ec = {.l1 = ctx->l1};
+	struct evict_call ec = {.l1 = ctx->l1, .l2 = l2 ? ctx->l2 : NULL};
 	if (bytes && !all && json_is_integer(bytes) && json_integer_value(bytes) > 0)
 		ec.bytes = (uint64_t)json_integer_value(bytes);
 	else if (all && !bytes && json_is_true(all))
@@ -277,9 +322,11 @@ static int post_evict(struct http_ctx *ctx, const char *tier, json_t *body, json
 		return fail(err, 400, "invalid_field",
 			    "give either \"bytes\": a positive integer, or \"all\": true");
 	int rc = loopcall_run(ctx->calls, evict_on_loop, &ec);
+	if (rc == -EAGAIN)
+		return fail(err, 409, "l2_not_ready", "L2 is still rebuilding its index, or failed");
 	if (rc)
 		return loop_failed(err, rc);
-	*out = json_pack("{s:s,s:I}", "tier", "l1", "evicted_bytes", (json_int_t)ec.freed);
+	*out = json_pack("{s:s,s:I}", "tier", tier, "evicted_bytes", (json_int_t)ec.freed);
 	return 0;
 }
 
@@ -330,6 +377,7 @@ struct ns_drop_call {
 	struct http_ctx *ctx;
 	uint32_t id;
 	uint64_t freed;
+	uint64_t l2_items;
 	uint32_t connections;
 	uint64_t pinned;
 };
@@ -344,9 +392,15 @@ static int ns_drop_on_loop(void *arg)
 	dc->connections = dp_ns_connections(dc->ctx->dp, ns);
 	if (dc->connections)
 		return -EBUSY;
+	/* Dropped blocks are not demoted to L2: detach it for the drop. */
+	struct l1_lower_tier lower = dc->ctx->l1->lower;
+	l1_set_lower_tier(dc->ctx->l1, NULL);
 	dc->freed = l1_ns_drop(dc->ctx->l1, ns, &dc->pinned);
+	l1_set_lower_tier(dc->ctx->l1, &lower);
 	if (dc->pinned)
 		return -EBUSY;
+	if (dc->ctx->l2 && dc->ctx->l2->started)
+		dc->l2_items = l2_ns_drop(&dc->ctx->l2->l2, ns);
 	ns_remove(dc->ctx->namespaces, ns);
 	return 0;
 }
@@ -382,8 +436,8 @@ static int delete_namespace(struct http_ctx *ctx, const char *id_text, json_t **
 			    (unsigned long long)dc.pinned);
 	if (rc)
 		return loop_failed(err, rc);
-	*out = json_pack("{s:I,s:I}", "deleted", (json_int_t)id, "evicted_bytes",
-			 (json_int_t)dc.freed);
+	*out = json_pack("{s:I,s:I,s:I}", "deleted", (json_int_t)id, "evicted_bytes",
+			 (json_int_t)dc.freed, "l2_items_dropped", (json_int_t)dc.l2_items);
 	return 0;
 }
 

@@ -63,7 +63,12 @@ struct dp_block {
 	struct l1_ref ref;
 	int32_t status;
 	uint32_t length;
-	bool pinned;
+	bool pinned;               /* ref pins an L1 part: loaded, or a slot being written */
+	bool promoting;            /* ref is a slot being filled from L2, committed at the end */
+	uint8_t *bounce;           /* the L2 read's target when no L1 slot could be had */
+	uint8_t *staging;          /* where an L2 block goes once read */
+	struct dp_req *req;
+	struct l2_read rd;
 };
 
 /* One STORE or LOAD in flight: its copies run as one batch. */
@@ -74,6 +79,7 @@ struct dp_req {
 	uint16_t op;
 	uint64_t start_ns;
 	struct stbuf *buf;
+	uint32_t l2_pending;       /* L2 reads not back, +1 until every block is issued */
 	uint32_t n;
 	struct dp_block blocks[];
 };
@@ -492,6 +498,94 @@ static int32_t check_block(struct dp *dp, const struct kvt_ns *ns, const struct 
 	return 0;
 }
 
+/* Whether LOADs go to L2 for blocks L1 misses: evict mode, L2 ready and not failed. */
+static bool dp_l2_on(const struct dp *dp)
+{
+	return dp->l2 && dp->l2_evict && l2_usable(dp->l2);
+}
+
+/* The request's copies are all queued once its last L2 read is back: seal it. */
+static void l2_reads_settled(struct dp *dp, struct dp_req *r)
+{
+	if (--r->l2_pending == 0)
+		copy_batch_seal(dp->copy, &r->batch);
+}
+
+/* Gives back what an L2 read held (slot being filled, bounce buffer). */
+static void l2_block_undo(struct dp *dp, struct dp_block *b)
+{
+	if (b->promoting)
+		l1_store_abort(dp->l1, &b->ref);
+	b->promoting = b->pinned = false;
+	free(b->bounce);
+	b->bounce = NULL;
+}
+
+static void l2_block_arrived(struct dp *dp, struct dp_req *r, struct dp_block *b)
+{
+	b->length = b->rd.length;
+	copy_add(dp->copy, &r->batch, b->staging, b->promoting ? b->ref.data : b->bounce,
+		 b->length);
+}
+
+/* An L2 read is back (loop thread): hand the block to the copy engine now. */
+static void on_l2_read(struct l2_read *rd, int status)
+{
+	struct dp_block *b = (struct dp_block *)((char *)rd - offsetof(struct dp_block, rd));
+	struct dp_req *r = b->req;
+	struct dp *dp = r->conn->dp;
+	if (status) { /* an I/O error or a checksum failure: a miss, counted by L2 */
+		l2_block_undo(dp, b);
+		b->status = -ENOENT;
+	} else {
+		l2_block_arrived(dp, r, b);
+	}
+	l2_reads_settled(dp, r);
+}
+
+/*
+ * Reads a block L1 misses from L2 into a new L1 slot (promoting it), or into
+ * a bounce buffer when no slot can be had; the copy to staging starts when
+ * the read completes.
+ */
+static void load_from_l2(struct dp *dp, struct dp_req *r, struct dp_block *b,
+			 const struct frame_block *blk, uint8_t *staging)
+{
+	const struct dp_conn *c = r->conn;
+	int64_t len = l2_part_length(dp->l2, c->ns, &blk->key, c->rank);
+	if (len < 0)
+		return; /* b->status stays -ENOENT */
+	if ((uint64_t)len > blk->length) {
+		REJECT(dp, out_of_range);
+		b->status = -ERANGE;
+		return;
+	}
+	uint64_t cap = arena_slot_size(c->ns->block_bytes);
+	uint8_t *dst;
+	if (l1_store_begin(dp->l1, c->ns, &blk->key, c->rank, (uint32_t)len, &b->ref) == 0) {
+		b->promoting = b->pinned = true;
+		dst = b->ref.data;
+	} else if (posix_memalign((void **)&b->bounce, ARENA_SLOT_ALIGN, cap) == 0) {
+		dst = b->bounce;
+	} else {
+		return;
+	}
+	b->staging = staging;
+	b->req = r;
+	b->rd.done = on_l2_read;
+	int rc = l2_read_begin(dp->l2, c->ns, &blk->key, c->rank, dst, cap, &b->rd);
+	if (rc < 0) {
+		l2_block_undo(dp, b);
+		return;
+	}
+	b->status = 0;
+	if (rc == 1) {
+		l2_block_arrived(dp, r, b);
+		return;
+	}
+	r->l2_pending++;
+}
+
 static void req_complete(struct dp *dp, struct dp_req *r);
 
 static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p,
@@ -524,6 +618,7 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 	r->op = h->op;
 	r->start_ns = start_ns;
 	r->buf = buf;
+	r->l2_pending = 1;
 	r->n = fb.nblocks;
 	buffers_hold(buf);
 	buf->last_use_ms = dp_now_ms();
@@ -545,6 +640,10 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 			copy_add(dp->copy, &r->batch, b->ref.data, staging, blk.length);
 		} else {
 			b->status = l1_load_begin(dp->l1, c->ns, &blk.key, c->rank, &b->ref);
+			if (b->status == -ENOENT && dp_l2_on(dp)) {
+				load_from_l2(dp, r, b, &blk, staging);
+				continue;
+			}
 			if (b->status)
 				continue;
 			if (b->ref.length > blk.length) { /* the part does not fit its space */
@@ -558,8 +657,43 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 		}
 		b->pinned = true;
 	}
-	copy_batch_seal(dp->copy, &r->batch);
+	l2_reads_settled(dp, r);
 	return DP_ASYNC;
+}
+
+/* Commits or unpins one block of a finished request and counts it. */
+static void block_finish(struct dp *dp, bool store, struct dp_block *b, int32_t fault)
+{
+	bool writing = store || b->promoting; /* ref is a slot being written */
+	bool copied = b->pinned || b->bounce;
+	if (copied && fault) { /* which block faulted is not known: fail all */
+		b->status = fault;
+		if (writing && b->pinned)
+			l1_store_abort(dp->l1, &b->ref);
+		else if (b->pinned)
+			l1_load_end(dp->l1, &b->ref);
+	} else if (b->pinned && writing) {
+		l1_store_commit(dp->l1, &b->ref);
+	} else if (b->pinned) {
+		l1_load_end(dp->l1, &b->ref);
+	}
+	free(b->bounce);
+	if (fault || !copied) {
+		if (!store && b->status == -ENOENT)
+			STAT_ADD(dp, blocks_load_missing, 1);
+		return;
+	}
+	if (store) {
+		STAT_ADD(dp, blocks_stored, 1);
+		STAT_ADD(dp, bytes_stored, b->length);
+		return;
+	}
+	STAT_ADD(dp, blocks_loaded, 1);
+	STAT_ADD(dp, bytes_loaded, b->length);
+	if (b->promoting || b->bounce)
+		STAT_ADD(dp, blocks_loaded_l2, 1);
+	if (b->promoting)
+		STAT_ADD(dp, blocks_promoted, 1);
 }
 
 /* On the loop thread once every copy of r is done: commit, unpin, reply. */
@@ -576,23 +710,7 @@ static void req_complete(struct dp *dp, struct dp_req *r)
 	wire_put_u32(&w, 0);
 	for (uint32_t i = 0; i < r->n; i++) {
 		struct dp_block *b = &r->blocks[i];
-		if (b->pinned && fault) { /* which block faulted is not known: fail all */
-			if (store)
-				l1_store_abort(dp->l1, &b->ref);
-			else
-				l1_load_end(dp->l1, &b->ref);
-			b->status = fault;
-		} else if (b->pinned && store) {
-			l1_store_commit(dp->l1, &b->ref);
-			STAT_ADD(dp, blocks_stored, 1);
-			STAT_ADD(dp, bytes_stored, b->length);
-		} else if (b->pinned) {
-			l1_load_end(dp->l1, &b->ref);
-			STAT_ADD(dp, blocks_loaded, 1);
-			STAT_ADD(dp, bytes_loaded, b->length);
-		} else if (!store && b->status == -ENOENT) {
-			STAT_ADD(dp, blocks_load_missing, 1);
-		}
+		block_finish(dp, store, b, fault);
 		wire_put_u32(&w, (uint32_t)b->status);
 		wire_put_u32(&w, b->status ? 0 : b->length);
 	}
@@ -907,10 +1025,13 @@ void dp_close(struct dp *dp)
 		conn_close(c);
 		conn_release_if_done(c);
 	}
-	/* Let the copies in flight finish, then complete their requests. */
+	/* Let L2 reads and copies in flight finish, then complete their requests. */
 	while (dp->conns) {
-		struct pollfd pfd = {.fd = dp->copy_src.fd, .events = POLLIN};
-		(void)poll(&pfd, 1, 100);
+		struct pollfd pfd[2] = {{.fd = dp->copy_src.fd, .events = POLLIN},
+					{.fd = dp->l2 ? l2_event_fd(dp->l2) : -1, .events = POLLIN}};
+		(void)poll(pfd, 2, 100);
+		if (dp->l2)
+			l2_process(dp->l2);
 		on_copies_done(&dp->copy_src, POLLIN);
 	}
 	epoll_ctl(dp->epfd, EPOLL_CTL_DEL, dp->copy_src.fd, NULL);

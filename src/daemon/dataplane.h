@@ -17,6 +17,7 @@
 #include "copy.h"
 #include "dp_stats.h"
 #include "l1.h"
+#include "l2.h"
 #include "loop.h"
 #include "ns.h"
 
@@ -39,6 +40,8 @@ struct dp {
 	uint32_t max_leases_per_client;
 	uint32_t lease_default_ms;   /* for LOOKUPs asking KVT_LEASE_DEFAULT; policy */
 	struct l1 *l1;
+	struct l2 *l2;               /* NULL without L2; set by the daemon */
+	bool l2_evict;               /* mode evict: LOADs read L1 misses from L2; policy */
 	struct ns_registry *namespaces;
 	struct copy_engine *copy;
 	struct buffer_table buffers;

@@ -53,6 +53,10 @@
 	X(blocks_loaded, "kvtier_blocks_loaded_total", "counter", "Blocks copied out by LOAD requests.") \
 	X(blocks_load_missing, "kvtier_blocks_load_missing_total", "counter", \
 	  "Blocks a LOAD asked for that were not there.") \
+	X(blocks_loaded_l2, "kvtier_blocks_loaded_l2_total", "counter", \
+	  "Blocks LOAD requests read from L2 (a part of kvtier_blocks_loaded_total).") \
+	X(blocks_promoted, "kvtier_blocks_promoted_total", "counter", \
+	  "Blocks read from L2 and kept in L1 (promoted).") \
 	X(bytes_stored, "", "counter", "Bytes stored by STORE requests.") \
 	X(bytes_loaded, "", "counter", "Bytes copied out by LOAD requests.")
 

@@ -19,6 +19,7 @@
 #include "http.h"
 #include "api.h"
 #include "l1.h"
+#include "l2svc.h"
 #include "metrics.h"
 #include "settings.h"
 
@@ -68,10 +69,19 @@ static enum MHD_Result respond_document(struct MHD_Connection *conn, json_t *doc
 	return r;
 }
 
+/* Alive: 200 always; the body says when L2 failed and only L1 serves. */
+static enum MHD_Result respond_health(struct MHD_Connection *conn, const struct http_ctx *ctx)
+{
+	if (ctx->l2 && atomic_load(&ctx->l2->l2.stats.failed))
+		return respond_json(conn, MHD_HTTP_OK,
+				    "{\"status\":\"degraded\",\"l2\":\"failed\"}\n");
+	return respond_json(conn, MHD_HTTP_OK, "{\"status\":\"ok\"}\n");
+}
+
 static enum MHD_Result respond_metrics(struct MHD_Connection *conn, const struct http_ctx *ctx)
 {
 	size_t len = 0;
-	char *text = metrics_render(ctx->l1, ctx->dp, &len);
+	char *text = metrics_render(ctx->l1, ctx->l2 ? &ctx->l2->l2 : NULL, ctx->dp, &len);
 	if (!text)
 		return respond_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
 				     "cannot render the metrics");
@@ -215,7 +225,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		if (strcmp(url, "/metrics") == 0)
 			return respond_metrics(conn, srv->ctx);
 		if (strcmp(url, "/healthz") == 0)
-			return respond_json(conn, MHD_HTTP_OK, "{\"status\":\"ok\"}\n");
+			return respond_health(conn, srv->ctx);
 		if (atomic_load(&srv->ctx->ready))
 			return respond_json(conn, MHD_HTTP_OK, "{\"status\":\"ready\"}\n");
 		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 struct l1;
+struct l2svc;
 struct dp;
 struct ns_registry;
 struct loopcall;
@@ -21,6 +22,7 @@ struct loopcall;
 struct http_ctx {
 	_Atomic bool ready;          /* tiers open, indexes rebuilt */
 	struct l1 *l1;               /* counters read here; changed via calls */
+	struct l2svc *l2;            /* NULL without L2 */
 	struct dp *dp;                /* counters read here; changed via calls */
 	struct ns_registry *namespaces;
 	struct loopcall *calls;

@@ -33,7 +33,7 @@ void index_destroy(struct index *ix)
 	memset(ix, 0, sizeof(*ix));
 }
 
-uint64_t index_hash(const struct index *ix, uint32_t ns_id, const struct kvt_key *key)
+uint64_t index_hash(const struct index *ix, uint64_t ns_id, const struct kvt_key *key)
 {
 	uint8_t buf[sizeof(ns_id) + KVT_KEY_BYTES];
 	memcpy(buf, &ns_id, sizeof(ns_id));
@@ -41,7 +41,7 @@ uint64_t index_hash(const struct index *ix, uint32_t ns_id, const struct kvt_key
 	return XXH3_64bits_withSeed(buf, sizeof(buf), ix->seed);
 }
 
-struct index_entry *index_find(const struct index *ix, uint32_t ns_id,
+struct index_entry *index_find(const struct index *ix, uint64_t ns_id,
 			       const struct kvt_key *key, uint64_t hash)
 {
 	for (struct index_entry *e = ix->buckets[hash & ix->mask]; e; e = e->next)

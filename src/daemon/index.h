@@ -16,7 +16,7 @@
 struct index_entry {
 	struct index_entry *next;
 	uint64_t hash;
-	uint32_t ns_id;
+	uint64_t ns_id;
 	struct kvt_key key;
 };
 
@@ -31,9 +31,9 @@ int index_init(struct index *ix, uint64_t initial_buckets);
 void index_destroy(struct index *ix);
 
 /* The hash of (ns_id, key), for index_find and an entry's hash field. */
-uint64_t index_hash(const struct index *ix, uint32_t ns_id, const struct kvt_key *key);
+uint64_t index_hash(const struct index *ix, uint64_t ns_id, const struct kvt_key *key);
 
-struct index_entry *index_find(const struct index *ix, uint32_t ns_id,
+struct index_entry *index_find(const struct index *ix, uint64_t ns_id,
 			       const struct kvt_key *key, uint64_t hash);
 /* Inserts e (hash, ns_id and key set; not already present). */
 void index_insert(struct index *ix, struct index_entry *e);

@@ -24,6 +24,7 @@
 #include "loopcall.h"
 #include "kvtier/kvtier.h"
 #include "l1.h"
+#include "l2svc.h"
 #include "log.h"
 #include "settings.h"
 
@@ -39,6 +40,7 @@ struct kvtd {
 	int argc;
 	char **argv;
 	struct l1 l1;
+	struct l2svc l2;
 	struct ns_registry namespaces;
 	struct copy_engine copy;
 	bool copy_open, dp_open;
@@ -314,6 +316,8 @@ static int run_loop(struct kvtd *d)
 			struct loop_source *src = evs[i].data.ptr;
 			src->on_event(src, evs[i].events);
 		}
+		if (d->l2.started)
+			l2_submit(&d->l2.l2); /* what this round queued, in one system call */
 	}
 	return 0;
 }
@@ -328,6 +332,7 @@ static void close_all(struct kvtd *d)
 	free(d->admin_token);
 	if (d->dp_open)
 		dp_close(&d->dp);
+	l2svc_close(&d->l2);
 	if (d->copy_open)
 		copy_engine_destroy(&d->copy);
 	if (d->l1.arena.base)
@@ -340,6 +345,15 @@ static void close_all(struct kvtd *d)
 	if (d->timer_src.fd >= 0)
 		close(d->timer_src.fd);
 	kvtd_config_free(&d->cfg);
+}
+
+/* Readiness: the tiers are open and L2's index is rebuilt. Tests wait for this line. */
+static void announce_ready(void *ctx)
+{
+	struct kvtd *d = ctx;
+	atomic_store(&d->http_ctx.ready, true);
+	log_info("ready: control plane on %s port %u, data plane on %s", d->cfg.http_listen,
+		 (unsigned)http_port(d->http), d->cfg.socket_path);
 }
 
 int main(int argc, char **argv)
@@ -387,6 +401,7 @@ int main(int argc, char **argv)
 	d.calls_open = true;
 	char why[256];
 	d.http_ctx.l1 = &d.l1;
+	d.http_ctx.l2 = d.cfg.l2_path ? &d.l2 : NULL;
 	d.http_ctx.dp = &d.dp;
 	d.http_ctx.namespaces = &d.namespaces;
 	d.http_ctx.calls = &d.calls;
@@ -395,9 +410,12 @@ int main(int argc, char **argv)
 		log_error("http %s: %s", d.cfg.http_listen, why);
 		goto out;
 	}
-	atomic_store(&d.http_ctx.ready, true);
-	log_info("ready: control plane on %s port %u, data plane on %s", d.cfg.http_listen,
-		 (unsigned)http_port(d.http), d.cfg.socket_path);
+	if (d.cfg.l2_path) {
+		if (l2svc_open(&d.l2, &d.cfg, &d.l1, &d.dp, d.epfd, announce_ready, &d))
+			goto out;
+	} else {
+		announce_ready(&d);
+	}
 	rc = run_loop(&d) ? 1 : 0;
 out:
 	close_all(&d);

@@ -10,6 +10,7 @@
 #include "gpu.h"
 #include "kvtier/kvtier.h"
 #include "l1.h"
+#include "l2.h"
 #include "metrics.h"
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -31,7 +32,9 @@ static void one(FILE *f, const char *name, const char *type, const char *help, u
 	sample(f, name, NULL, v);
 }
 
-static void render_l1(FILE *f, const struct l1_stats_snapshot *s)
+/* The tier families, with an l2 sample in each when L2 is configured (t). */
+static void render_tiers(FILE *f, const struct l1_stats_snapshot *s,
+			 const struct l2_stats_snapshot *t)
 {
 	family(f, "kvtier_lookups_total", "counter", "Prefix lookups.");
 	sample(f, "kvtier_lookups_total", NULL, s->lookups);
@@ -40,29 +43,78 @@ static void render_l1(FILE *f, const struct l1_stats_snapshot *s)
 	sample(f, "kvtier_lookup_blocks_total", "tier=\"l1\",result=\"hit\"", s->lookup_hits);
 	sample(f, "kvtier_lookup_blocks_total", "tier=\"l2\",result=\"hit\"", s->lookup_lower_hits);
 	sample(f, "kvtier_lookup_blocks_total", "tier=\"none\",result=\"miss\"", s->lookup_misses);
-	family(f, "kvtier_stored_bytes_total", "counter", "Bytes stored, by tier.");
+	family(f, "kvtier_stored_bytes_total", "counter",
+	       "Bytes stored, by tier (L2: records written, headers and padding included).");
 	sample(f, "kvtier_stored_bytes_total", "tier=\"l1\"", s->bytes_stored);
+	if (t)
+		sample(f, "kvtier_stored_bytes_total", "tier=\"l2\"", t->bytes_written);
 	family(f, "kvtier_loaded_bytes_total", "counter", "Bytes loaded, by tier.");
 	sample(f, "kvtier_loaded_bytes_total", "tier=\"l1\"", s->bytes_loaded);
+	if (t)
+		sample(f, "kvtier_loaded_bytes_total", "tier=\"l2\"", t->bytes_read);
 	family(f, "kvtier_evictions_total", "counter", "Items evicted, by tier and reason.");
 	sample(f, "kvtier_evictions_total", "tier=\"l1\",reason=\"watermark\"", s->evictions_watermark);
 	sample(f, "kvtier_evictions_total", "tier=\"l1\",reason=\"capacity\"", s->evictions_capacity);
 	sample(f, "kvtier_evictions_total", "tier=\"l1\",reason=\"admin\"", s->evictions_admin);
+	if (t) {
+		sample(f, "kvtier_evictions_total", "tier=\"l2\",reason=\"reclaim\"", t->items_reclaimed);
+		sample(f, "kvtier_evictions_total", "tier=\"l2\",reason=\"admin\"", t->items_dropped_admin);
+	}
 	family(f, "kvtier_tier_capacity_bytes", "gauge", "Bytes a tier can hold.");
 	sample(f, "kvtier_tier_capacity_bytes", "tier=\"l1\"", s->capacity_bytes);
+	if (t)
+		sample(f, "kvtier_tier_capacity_bytes", "tier=\"l2\"", t->capacity_bytes);
 	family(f, "kvtier_tier_used_bytes", "gauge", "Bytes of a tier in use.");
 	sample(f, "kvtier_tier_used_bytes", "tier=\"l1\"", s->used_bytes);
+	if (t)
+		sample(f, "kvtier_tier_used_bytes", "tier=\"l2\"", t->used_bytes);
 	family(f, "kvtier_tier_items", "gauge", "Items (blocks) held by a tier, complete or not.");
 	sample(f, "kvtier_tier_items", "tier=\"l1\"", s->items);
+	if (t)
+		sample(f, "kvtier_tier_items", "tier=\"l2\"", t->items);
 	one(f, "kvtier_pins_active", "gauge", "Items pinned by a copy or a lease.", s->pinned_items);
 	one(f, "kvtier_leases_active", "gauge", "Leases held.", s->leases_active);
 	family(f, "kvtier_leases_total", "counter", "Leases, by how they began or ended.");
 	sample(f, "kvtier_leases_total", "event=\"taken\"", s->leases_taken);
 	sample(f, "kvtier_leases_total", "event=\"released\"", s->leases_released);
 	sample(f, "kvtier_leases_total", "event=\"expired\"", s->leases_expired);
-	one(f, "kvtier_l2_io_errors_total", "counter", "L2 I/O errors (no L2 in this version).", 0);
+}
+
+/* The L2 engine's own families (only with L2 configured). */
+static void render_l2(FILE *f, const struct l2_stats_snapshot *t)
+{
+	one(f, "kvtier_l2_io_errors_total", "counter", "L2 reads and writes that failed.",
+	    t->io_errors);
 	one(f, "kvtier_l2_checksum_failures_total", "counter",
-	    "L2 reads whose checksum failed (no L2 in this version).", 0);
+	    "L2 reads whose data checksum failed (each a miss; the item is dropped).",
+	    t->checksum_failures);
+	family(f, "kvtier_l2_victims_total", "counter",
+	       "L1 victims offered to L2, by what became of them.");
+	sample(f, "kvtier_l2_victims_total", "result=\"written\"", t->victims_written);
+	sample(f, "kvtier_l2_victims_total", "result=\"present\"", t->victims_present);
+	sample(f, "kvtier_l2_victims_total", "result=\"dropped_behind\"", t->victims_dropped_behind);
+	sample(f, "kvtier_l2_victims_total", "result=\"dropped_unfit\"", t->victims_dropped_unfit);
+	sample(f, "kvtier_l2_victims_total", "result=\"dropped_off\"", t->victims_dropped_off);
+	family(f, "kvtier_l2_reads_total", "counter", "Part reads L2 served, by source.");
+	sample(f, "kvtier_l2_reads_total", "source=\"disk\"", t->reads - t->reads_from_memory);
+	sample(f, "kvtier_l2_reads_total", "source=\"write_buffer\"", t->reads_from_memory);
+	one(f, "kvtier_l2_read_misses_total", "counter", "Part reads of blocks L2 does not hold.",
+	    t->read_misses);
+	family(f, "kvtier_l2_retries_total", "counter", "Reads and writes continued, by reason.");
+	sample(f, "kvtier_l2_retries_total", "reason=\"short\"", t->short_ios);
+	sample(f, "kvtier_l2_retries_total", "reason=\"eagain\"", t->eagain_retries);
+	one(f, "kvtier_l2_regions_reclaimed_total", "counter", "Regions reclaimed for new writes.",
+	    t->regions_reclaimed);
+	one(f, "kvtier_l2_recovered_items", "gauge", "Items the scan at start found.",
+	    t->recovered_items);
+	one(f, "kvtier_l2_recovery_dropped_records", "gauge",
+	    "Records the scan at start dropped (items missing a part).", t->recovery_dropped);
+	one(f, "kvtier_l2_regions", "gauge", "L2 regions.", t->regions);
+	one(f, "kvtier_l2_free_regions", "gauge", "L2 regions holding nothing.", t->free_regions);
+	one(f, "kvtier_l2_ios_inflight", "gauge", "L2 reads and writes in flight.", t->ios_inflight);
+	one(f, "kvtier_l2_ready", "gauge", "1 once the L2 index is rebuilt.", t->ready);
+	one(f, "kvtier_l2_failed", "gauge", "1 after repeated L2 I/O errors (L1 only since).",
+	    t->failed);
 }
 
 static void render_histograms(FILE *f, const struct dp_stats *st)
@@ -119,7 +171,7 @@ static void render_dp(FILE *f, const struct dp *dp)
 	       LOAD(dp->buffers.registered_bytes));
 }
 
-char *metrics_render(const struct l1 *l1, const struct dp *dp, size_t *len)
+char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct dp *dp, size_t *len)
 {
 	char *buf = NULL;
 	FILE *f = open_memstream(&buf, len);
@@ -131,7 +183,12 @@ char *metrics_render(const struct l1 *l1, const struct dp *dp, size_t *len)
 	one(f, "kvtier_up", "gauge", "1 while the daemon serves.", 1);
 	struct l1_stats_snapshot s;
 	l1_stats_read(l1, &s);
-	render_l1(f, &s);
+	struct l2_stats_snapshot t;
+	if (l2)
+		l2_stats_read(l2, &t);
+	render_tiers(f, &s, l2 ? &t : NULL);
+	if (l2)
+		render_l2(f, &t);
 	render_dp(f, dp);
 	if (fclose(f)) {
 		free(buf);

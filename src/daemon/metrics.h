@@ -8,11 +8,12 @@
 #include <stddef.h>
 
 struct l1;
+struct l2;
 struct dp;
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 /* The whole page, malloc'd (free it), or NULL when out of memory. */
-char *metrics_render(const struct l1 *l1, const struct dp *dp, size_t *len);
+char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct dp *dp, size_t *len);
 
 #endif

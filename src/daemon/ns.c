@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "kvtier/kvtier.h"
 #include "ns.h"
@@ -19,6 +20,23 @@ void ns_registry_destroy(struct ns_registry *reg)
 	for (uint32_t i = 0; i < reg->count; i++)
 		free(reg->ns[i]);
 	reg->count = 0;
+}
+
+uint64_t ns_digest(const char *model, const char *salt, uint64_t block_bytes,
+		   uint16_t tp_size)
+{
+	/* model and salt with their terminators, then the sizes, little-endian. */
+	uint8_t buf[KVT_NS_MODEL_MAX + KVT_NS_SALT_MAX + 2 + 10];
+	size_t n = 0, ml = strlen(model) + 1, sl = strlen(salt) + 1;
+	memcpy(buf, model, ml);
+	n += ml;
+	memcpy(buf + n, salt, sl);
+	n += sl;
+	for (unsigned i = 0; i < 8; i++)
+		buf[n++] = (uint8_t)(block_bytes >> (8 * i));
+	buf[n++] = (uint8_t)tp_size;
+	buf[n++] = (uint8_t)(tp_size >> 8);
+	return XXH3_64bits(buf, n);
 }
 
 int ns_get(struct ns_registry *reg, const char *model, const char *salt,
@@ -49,6 +67,7 @@ int ns_get(struct ns_registry *reg, const char *model, const char *salt,
 	ns->tp_size = tp_size;
 	strcpy(ns->model, model);
 	strcpy(ns->salt, salt);
+	ns->digest = ns_digest(model, salt, block_bytes, tp_size);
 	reg->ns[reg->count++] = ns;
 	*out = ns;
 	return 1;

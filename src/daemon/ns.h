@@ -18,7 +18,8 @@
 struct arena_class;
 
 struct kvt_ns {
-	uint32_t id;
+	uint32_t id;                /* this run's number, for the API */
+	uint64_t digest;            /* XXH3-64 of model, salt, block and TP sizes: stable across runs (L2 keys) */
 	uint16_t tp_size;
 	uint64_t block_bytes;       /* bytes of one rank's part of a block */
 	char model[KVT_NS_MODEL_MAX + 1];
@@ -46,6 +47,10 @@ void ns_registry_destroy(struct ns_registry *reg);
  */
 int ns_get(struct ns_registry *reg, const char *model, const char *salt,
 	   uint64_t block_bytes, uint16_t tp_size, struct kvt_ns **out);
+
+/* The stable digest of a namespace's identity (kvt_ns.digest). */
+uint64_t ns_digest(const char *model, const char *salt, uint64_t block_bytes,
+		   uint16_t tp_size);
 
 struct kvt_ns *ns_find_id(const struct ns_registry *reg, uint32_t id);
 /* Removes and frees ns; nothing may point at it any more. */

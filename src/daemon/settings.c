@@ -75,9 +75,13 @@ static const struct option_def options[] = {
 	{"lease-default-ms", 0, OPT_UINT, OFF(lease_default_ms), "5000", NULL, 1, 3600000, false,
 	 "MS", "lease a lookup gets when it asks for the default (KVT_LEASE_DEFAULT)"},
 	{"l2-path", 0, OPT_PATH, OFF(l2_path), NULL, "none: no L2 tier", 0, 0, false, "PATH",
-	 "file or block device for the L2 tier (not in this version: refused)"},
+	 "file or block device for the L2 tier (created when missing, opened with O_DIRECT)"},
 	{"l2-size", 0, OPT_SIZE, OFF(l2_size), "0", NULL, 0, UINT64_MAX, false, "SIZE",
-	 "hard cap on the bytes L2 occupies; needs --l2-path"},
+	 "hard cap on the bytes L2 occupies; 0: the size of an existing file or device"},
+	{"l2-region-size", 0, OPT_SIZE, OFF(l2_region_size), "0", NULL, 0, 1u << 30, false,
+	 "SIZE", "L2 region size, the largest item L2 takes and the unit it reclaims; 0: l2-size/32 within 8 MiB..256 MiB"},
+	{"l2-queue-depth", 0, OPT_UINT, OFF(l2_queue_depth), "64", NULL, 1, 4096, false, "N",
+	 "L2 reads and writes in flight at once (io_uring queue depth)"},
 	{"log-level", 0, OPT_LOGLEVEL, OFF(log_level), "info", NULL, 0, 0, true, "LEVEL",
 	 "error, warn, info or debug"},
 };
@@ -388,9 +392,10 @@ static int validate(const struct kvtd_config *cfg, char *err, size_t errlen)
 			    cfg->l1_low_watermark, cfg->l1_high_watermark);
 	if (cfg->l2_size && !cfg->l2_path)
 		return fail(err, errlen, "l2-size: given without l2-path");
-	if (cfg->l2_path)
-		return fail(err, errlen,
-			    "l2-path: this version of kvtierd has no L2 tier yet; run without l2-path");
+	if (cfg->l2_region_size % 4096)
+		return fail(err, errlen, "l2-region-size: must be a multiple of 4 KiB");
+	if (cfg->l2_region_size && !cfg->l2_path)
+		return fail(err, errlen, "l2-region-size: given without l2-path");
 	if (strlen(cfg->socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return fail(err, errlen, "socket: path '%s' is longer than %zu bytes",
 			    cfg->socket_path, sizeof(((struct sockaddr_un *)0)->sun_path) - 1);

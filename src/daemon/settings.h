@@ -33,6 +33,8 @@ struct kvtd_config {
 	uint64_t lease_default_ms;
 	char *l2_path;
 	uint64_t l2_size;
+	uint64_t l2_region_size;
+	uint64_t l2_queue_depth;
 	enum kvt_log_level log_level;
 };
 

@@ -139,7 +139,7 @@ expect "DELETE a namespace without the token is 401" 401 unauthorized
 req DELETE /v1/namespaces/abc
 expect "DELETE an unparsable namespace id is 404" 404 'no namespace with id \"abc\"'
 req DELETE /v1/namespaces/1
-expect "DELETE an unused namespace" 200 '{"deleted":1,"evicted_bytes":0}'
+expect "DELETE an unused namespace" 200 '{"deleted":1,"evicted_bytes":0,"l2_items_dropped":0}'
 req DELETE /v1/namespaces/1
 expect "DELETE it again is 404" 404 'no namespace with id 1'
 req GET /v1/namespaces
@@ -157,6 +157,37 @@ expect "the daemon is alive after them" 200 '"status":"ok"'
 kill -TERM "$DAEMON_PID"
 wait_exit
 check "kvtierd stops cleanly" test "$EXIT_CODE" = 0
+
+# With an L2 tier: it is listed, the mode changes both ways, it can be evicted.
+if start_daemon "$TMP/l2.log" --l1-size 16MiB --l2-path "$TMP/l2file" --l2-size 64MiB \
+	--admin-token-file "$TMP/token"; then
+	B="http://127.0.0.1:$PORT"
+	req GET /v1/tiers
+	expect "GET /v1/tiers lists l2, ready" 200 '{"name":"l2","state":"ready","capacity_bytes":67108864,"used_bytes":0,"items":0,"hits":0,"misses":0,"evictions":0}'
+	req GET /v1/policy
+	expect "the mode is evict with L2" 200 '{"mode":"evict"'
+	req PUT /v1/policy '{"mode":"l1-only"}'
+	expect "PUT mode l1-only" 200 '{"mode":"l1-only"'
+	req PUT /v1/policy '{"mode":"evict"}'
+	expect "PUT mode evict" 200 '{"mode":"evict"'
+	req PUT /v1/policy '{"mode":"l3"}'
+	expect "an unknown mode is 400" 400 'mode: must be \"evict\" or \"l1-only\"'
+	req POST /v1/tiers/l2/evict '{"all": true}'
+	expect "POST /v1/tiers/l2/evict" 200 '{"tier":"l2","evicted_bytes":0}'
+	req POST /v1/tiers/l3/evict '{"all": true}'
+	expect "an unknown tier names the ones there are" 404 '(tiers: l1, l2)'
+	req GET /v1/stats
+	expect "/v1/stats has the l2 counters" 200 '"victims_dropped_behind":0'
+	kill -TERM "$DAEMON_PID"
+	wait_exit
+	check "kvtierd with L2 stops cleanly" test "$EXIT_CODE" = 0
+else
+	not_ok "kvtierd starts with L2"; cat "$TMP/l2.log"
+fi
+"$KVTIERD" --runtime-dir "$TMP/run3" --l2-path "$TMP/no-such-dir/l2" --l2-size 64MiB \
+	>"$TMP/bad.out" 2>&1
+check "an L2 path it cannot create exits non-zero" test $? != 0
+check "and names the path and the cause" grep -q "l2-path $TMP/no-such-dir/l2: No such file or directory" "$TMP/bad.out"
 
 # Binding beyond loopback without a token is refused at start.
 "$KVTIERD" --runtime-dir "$TMP/run2" --http 0.0.0.0:1 >"$TMP/bad.out" 2>&1

@@ -8,7 +8,7 @@ for tool in promtool prometheus; do
 	command -v $tool >/dev/null || { not_ok "$tool is installed (Debian package prometheus)"; finish; exit 1; }
 done
 
-if ! start_daemon "$TMP/d.log" --l1-size 128MiB; then
+if ! start_daemon "$TMP/d.log" --l1-size 128MiB --l2-path "$TMP/l2" --l2-size 64MiB; then
 	not_ok "kvtierd starts"; cat "$TMP/d.log"; finish; exit 1
 fi
 KVT_PORT=$PORT
@@ -21,9 +21,13 @@ for fam in kvtier_build_info kvtier_up kvtier_lookup_blocks_total kvtier_stored_
 	kvtier_tier_used_bytes kvtier_tier_items kvtier_leases_active kvtier_pins_active \
 	kvtier_clients_connected kvtier_lanes_connected kvtier_buffers_registered \
 	kvtier_op_duration_seconds kvtier_l2_io_errors_total kvtier_l2_checksum_failures_total \
-	kvtier_requests_rejected_total; do
+	kvtier_l2_victims_total kvtier_l2_reads_total kvtier_l2_retries_total kvtier_l2_ready \
+	kvtier_l2_failed kvtier_blocks_loaded_l2_total kvtier_requests_rejected_total; do
 	check "/metrics has HELP and TYPE for $fam" grep -q "^# TYPE $fam " "$TMP/metrics"
 done
+
+check "/metrics has the L2 tier's capacity" \
+	grep -q '^kvtier_tier_capacity_bytes{tier="l2"} 67108864$' "$TMP/metrics"
 
 # A real Prometheus on loopback, scraping every second.
 PROM_PORT=$((KVT_PORT + 1))

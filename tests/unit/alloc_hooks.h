@@ -6,6 +6,8 @@
 #ifndef KVT_ALLOC_HOOKS_H
 #define KVT_ALLOC_HOOKS_H
 
+#include "config.h"   /* first: feature macros (_GNU_SOURCE) come before any libc header */
+
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>

@@ -153,7 +153,12 @@ static void test_flag_errors(void **state)
 	expect_error((const char *[]){"--max-leases", "-3", NULL}, "not a whole number");
 	expect_error((const char *[]){"--max-leases", "0", NULL}, "outside 1..");
 	expect_error((const char *[]){"--l2-size", "1GiB", NULL}, "l2-size: given without l2-path");
-	expect_error((const char *[]){"--l2-path", "/tmp/l2", NULL}, "no L2 tier yet");
+	expect_error((const char *[]){"--l2-region-size", "8MiB", NULL},
+		     "l2-region-size: given without l2-path");
+	expect_error((const char *[]){"--l2-path", "/tmp/l2", "--l2-region-size", "5000", NULL},
+		     "l2-region-size: must be a multiple of 4 KiB");
+	expect_error((const char *[]){"--l2-path", "/tmp/l2", "--l2-queue-depth", "0", NULL},
+		     "l2-queue-depth");
 	expect_error((const char *[]){"--l1-size", "64MiB", "--l1-region-size", "128MiB", NULL},
 		     "larger than l1-size");
 	expect_error((const char *[]){"--l1-region-size", "1000000B", NULL}, "outside");

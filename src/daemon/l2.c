@@ -1,0 +1,931 @@
+/* l2.c — see l2.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "l2.h"
+#include "l2fmt.h"
+#include "l2dev.h"
+#include "log.h"
+#include "prefault.h"
+
+/* Write buffers: one fills while the other is written out. */
+#define L2_WBUFS 2
+/* The kernel's limit on one registered buffer. */
+#define L2_MAX_FIXED (UINT64_C(1) << 30)
+/* Retries of one read or write (-EAGAIN, short transfers) before it fails. */
+#define L2_MAX_RETRIES 16
+/* I/O errors in a row that mark L2 failed. */
+#define L2_FAIL_AFTER 8
+#define L2_MIN_REGION (UINT64_C(8) << 20)
+#define L2_MAX_AUTO_REGION (UINT64_C(256) << 20)
+
+enum region_state { REGION_FREE, REGION_OPEN, REGION_SEALED };
+
+struct l2_part {
+	struct l2_item *item;
+	struct l2_part *prev, *next;  /* the parts of its region */
+	uint64_t offset;              /* of its data, in the file */
+	uint64_t checksum;
+	uint32_t length;
+	uint32_t region;
+};
+
+struct l2_item {
+	struct index_entry entry;     /* first: the index hands back this pointer */
+	uint16_t nparts;
+	uint16_t nfound;              /* recovery only: parts seen */
+	struct l2_part parts[];
+};
+
+struct l2_region {
+	enum region_state state;
+	uint32_t index;
+	uint64_t seq;
+	uint64_t used;                /* bytes from the region's start */
+	uint32_t readers;             /* reads in flight */
+	uint32_t writes;              /* writes in flight */
+	struct l2_part *parts;
+	struct l2_wbuf *wbuf;         /* its bytes in memory while it is filled and written */
+};
+
+struct l2_wbuf {
+	uint8_t *mem;
+	struct l2_region *region;     /* NULL when free */
+	int fixed_index;              /* registered buffer, or -1 */
+};
+
+/* A write of [start, end) of a region's write buffer, or a zero header block. */
+struct l2_write {
+	struct l2_io io;
+	struct l2_region *region;
+	uint64_t start, end;          /* region-relative */
+	bool owned_block;             /* buf is a header block mapped for this write */
+};
+
+#define STAT_ADD(l2, field, n)                                                  \
+	atomic_store_explicit(&(l2)->stats.field,                               \
+			      atomic_load_explicit(&(l2)->stats.field,          \
+						   memory_order_relaxed) + (n), \
+			      memory_order_relaxed)
+#define STAT_SUB(l2, field, n) STAT_ADD(l2, field, -(uint64_t)(n))
+#define STAT_SET(l2, field, v) \
+	atomic_store_explicit(&(l2)->stats.field, (v), memory_order_relaxed)
+#define STAT_GET(l2, field) atomic_load_explicit(&(l2)->stats.field, memory_order_relaxed)
+
+/* A zeroed block, written over headers to invalidate them. */
+static uint8_t zero_block[L2FMT_BLOCK] __attribute__((aligned(L2FMT_BLOCK)));
+
+static uint64_t region_base(const struct l2 *l2, const struct l2_region *r)
+{
+	return (uint64_t)r->index * l2->region_size;
+}
+
+/* --- items --- */
+
+static struct l2_item *item_find(const struct l2 *l2, uint64_t digest, const struct kvt_key *key)
+{
+	uint64_t hash = index_hash(&l2->index, digest, key);
+	return (struct l2_item *)index_find(&l2->index, digest, key, hash);
+}
+
+static struct l2_item *item_new(struct l2 *l2, uint64_t digest, const struct kvt_key *key,
+				uint16_t nparts)
+{
+	struct l2_item *it = calloc(1, sizeof(*it) + nparts * sizeof(it->parts[0]));
+	if (!it)
+		return NULL;
+	it->nparts = nparts;
+	it->entry.ns_id = digest;
+	it->entry.key = *key;
+	it->entry.hash = index_hash(&l2->index, digest, key);
+	index_insert(&l2->index, &it->entry);
+	return it;
+}
+
+static void part_link(struct l2 *l2, struct l2_item *it, struct l2_part *p, uint32_t region)
+{
+	struct l2_region *r = &l2->regions[region];
+	p->item = it;
+	p->region = region;
+	p->prev = NULL;
+	p->next = r->parts;
+	if (r->parts)
+		r->parts->prev = p;
+	r->parts = p;
+}
+
+static void part_unlink(struct l2 *l2, struct l2_part *p)
+{
+	if (!p->item)
+		return;
+	struct l2_region *r = &l2->regions[p->region];
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		r->parts = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	p->item = NULL;
+}
+
+static void item_free(struct l2 *l2, struct l2_item *it)
+{
+	for (uint16_t i = 0; i < it->nparts; i++)
+		part_unlink(l2, &it->parts[i]);
+	index_remove(&l2->index, &it->entry);
+	free(it);
+}
+
+/* Drops a complete item (counted in the items gauge). */
+static void item_drop(struct l2 *l2, struct l2_item *it)
+{
+	item_free(l2, it);
+	STAT_SUB(l2, items, 1);
+}
+
+/* --- the ring --- */
+
+static void note_error(struct l2 *l2)
+{
+	STAT_ADD(l2, io_errors, 1);
+	if (++l2->consecutive_errors == L2_FAIL_AFTER && !STAT_GET(l2, failed)) {
+		STAT_SET(l2, failed, 1);
+		log_error("l2: %u I/O errors in a row: L2 marked failed; continuing with L1 only",
+			  L2_FAIL_AFTER);
+	}
+}
+
+static void io_queue(struct l2 *l2, struct l2_io *io)
+{
+	io->next_queued = NULL;
+	if (l2->queued_tail)
+		l2->queued_tail->next_queued = io;
+	else
+		l2->queued_head = io;
+	l2->queued_tail = io;
+}
+
+/* The registered buffer holding [p, p + len), or -1. */
+static int fixed_index(const struct l2 *l2, const uint8_t *p, uint64_t len)
+{
+	for (int i = 0; i < L2_WBUFS; i++) {
+		const struct l2_wbuf *w = &l2->wbufs[i];
+		if (w->fixed_index >= 0 && p >= w->mem && p + len <= w->mem + l2->region_size)
+			return w->fixed_index;
+	}
+	if (!l2->fixed_arena_chunks || p < l2->arena || p + len > l2->arena + l2->arena_size)
+		return -1;
+	uint64_t first = (uint64_t)(p - l2->arena) / L2_MAX_FIXED;
+	uint64_t last = (uint64_t)(p + len - 1 - l2->arena) / L2_MAX_FIXED;
+	return first == last ? L2_WBUFS + (int)first : -1;
+}
+
+static void io_prep(struct l2 *l2, struct io_uring_sqe *sqe, struct l2_io *io)
+{
+	uint8_t *buf = io->buf + io->done;
+	uint32_t len = io->len - io->done;
+	uint64_t off = io->offset + io->done;
+	int fd = l2->fixed_file ? 0 : l2->fd;
+	int fixed = fixed_index(l2, buf, len);
+	if (io->write && fixed >= 0)
+		io_uring_prep_write_fixed(sqe, fd, buf, len, off, fixed);
+	else if (io->write)
+		io_uring_prep_write(sqe, fd, buf, len, off);
+	else if (fixed >= 0)
+		io_uring_prep_read_fixed(sqe, fd, buf, len, off, fixed);
+	else
+		io_uring_prep_read(sqe, fd, buf, len, off);
+	if (l2->fixed_file)
+		sqe->flags |= IOSQE_FIXED_FILE;
+	io_uring_sqe_set_data(sqe, io);
+}
+
+void l2_submit(struct l2 *l2)
+{
+	bool queued = false;
+	while (l2->queued_head && l2->inflight < l2->queue_depth) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&l2->ring);
+		if (!sqe)
+			break;
+		struct l2_io *io = l2->queued_head;
+		l2->queued_head = io->next_queued;
+		if (!l2->queued_head)
+			l2->queued_tail = NULL;
+		io_prep(l2, sqe, io);
+		l2->inflight++;
+		queued = true;
+	}
+	STAT_SET(l2, ios_inflight, l2->inflight);
+	/*
+	 * -EBUSY / -EAGAIN: the kernel has completions to hand back first (CQ
+	 * overflow) or no memory now; the SQEs stay in the ring and go with the
+	 * next submit, after l2_process has reaped.
+	 */
+	if (queued || io_uring_sq_ready(&l2->ring))
+		io_uring_submit(&l2->ring);
+}
+
+/* One completion: continue short transfers, retry -EAGAIN, else finish. */
+static void io_handle(struct l2 *l2, struct l2_io *io, int res)
+{
+	if (l2->fault)
+		res = l2->fault(l2->fault_ctx, io->write, io->len - io->done, res);
+	if (res == -EAGAIN && io->retries < L2_MAX_RETRIES) {
+		io->retries++;
+		STAT_ADD(l2, eagain_retries, 1);
+		io_queue(l2, io);
+		return;
+	}
+	if (res < 0) {
+		io->complete(io, res);
+		return;
+	}
+	/* O_DIRECT moves whole blocks; a count short of one is redone from the last block. */
+	io->done += (uint32_t)res & ~(L2FMT_BLOCK - 1);
+	if (io->done >= io->len) {
+		io->complete(io, 0);
+		return;
+	}
+	if (res == 0 || io->retries >= L2_MAX_RETRIES) {
+		io->complete(io, -EIO);
+		return;
+	}
+	io->retries++;
+	STAT_ADD(l2, short_ios, 1);
+	io_queue(l2, io);
+}
+
+void l2_process(struct l2 *l2)
+{
+	uint64_t ticks;
+	if (read(l2->eventfd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+		log_warn("l2: eventfd: %s", strerror(errno));
+	struct io_uring_cqe *cqe;
+	while (io_uring_peek_cqe(&l2->ring, &cqe) == 0) {
+		struct l2_io *io = io_uring_cqe_get_data(cqe);
+		int res = cqe->res;
+		io_uring_cqe_seen(&l2->ring, cqe);
+		l2->inflight--;
+		io_handle(l2, io, res);
+	}
+	l2_submit(l2);
+}
+
+int l2_event_fd(const struct l2 *l2)
+{
+	return l2->eventfd;
+}
+
+/* --- regions and write buffers --- */
+
+static void region_release_wbuf(struct l2_region *r)
+{
+	if (r->state == REGION_OPEN || r->writes || !r->wbuf)
+		return;
+	r->wbuf->region = NULL;
+	r->wbuf = NULL;
+}
+
+/* Drops every item with a part in r and frees it for reuse (no I/O). */
+static uint64_t region_empty(struct l2 *l2, struct l2_region *r)
+{
+	uint64_t items = 0;
+	while (r->parts) {
+		item_drop(l2, r->parts->item);
+		items++;
+	}
+	STAT_SUB(l2, used_bytes, r->used);
+	STAT_ADD(l2, free_regions, 1);
+	r->used = 0;
+	r->state = REGION_FREE;
+	return items;
+}
+
+/* The oldest sealed region that no read or write is using, or NULL. */
+static struct l2_region *region_oldest_idle(struct l2 *l2)
+{
+	struct l2_region *best = NULL;
+	for (uint32_t i = 0; i < l2->nregions; i++) {
+		struct l2_region *r = &l2->regions[i];
+		if (r->state == REGION_SEALED && !r->readers && !r->writes && !r->wbuf &&
+		    (!best || r->seq < best->seq))
+			best = r;
+	}
+	return best;
+}
+
+static struct l2_region *region_take(struct l2 *l2)
+{
+	for (uint32_t i = 0; i < l2->nregions; i++)
+		if (l2->regions[i].state == REGION_FREE)
+			return &l2->regions[i];
+	struct l2_region *r = region_oldest_idle(l2);
+	if (!r)
+		return NULL;
+	STAT_ADD(l2, items_reclaimed, region_empty(l2, r));
+	STAT_ADD(l2, regions_reclaimed, 1);
+	return r;
+}
+
+static void write_complete(struct l2_io *io, int res)
+{
+	struct l2_write *w = (struct l2_write *)io;
+	struct l2 *l2 = io->l2;
+	struct l2_region *r = w->region;
+	r->writes--;
+	if (res < 0) {
+		note_error(l2);
+		/* Its items never reached the disk: forget them. */
+		struct l2_part *p = r->parts;
+		while (p) {
+			uint64_t at = p->offset - region_base(l2, r);
+			struct l2_part *next = p->next;
+			if (at >= w->start && at < w->end) {
+				item_drop(l2, p->item);
+				next = r->parts; /* the list changed: start over */
+			}
+			p = next;
+		}
+	} else {
+		l2->consecutive_errors = 0;
+		STAT_ADD(l2, bytes_written, w->end - w->start);
+	}
+	region_release_wbuf(r);
+	if (w->owned_block)
+		munmap(io->buf, L2FMT_BLOCK);
+	free(w);
+}
+
+/* Queues a write of [start, end) of r from buf (owned: a block to unmap after). -ENOMEM. */
+static int write_queue(struct l2 *l2, struct l2_region *r, uint8_t *buf, uint64_t start,
+		       uint64_t end, bool owned)
+{
+	struct l2_write *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->io = (struct l2_io){.l2 = l2, .complete = write_complete, .buf = buf,
+			       .offset = region_base(l2, r) + start, .len = (uint32_t)(end - start),
+			       .write = true};
+	w->region = r;
+	w->owned_block = owned;
+	w->start = start;
+	w->end = end;
+	r->writes++;
+	io_queue(l2, &w->io);
+	return 0;
+}
+
+static void region_seal(struct l2 *l2, struct l2_region *r)
+{
+	r->state = REGION_SEALED;
+	if (l2->open == r)
+		l2->open = NULL;
+	region_release_wbuf(r);
+}
+
+/* Opens a region for writing with a free write buffer; NULL when none can be had. */
+static struct l2_region *region_open(struct l2 *l2)
+{
+	struct l2_wbuf *wb = NULL;
+	for (int i = 0; i < L2_WBUFS && !wb; i++)
+		if (!l2->wbufs[i].region)
+			wb = &l2->wbufs[i];
+	if (!wb)
+		return NULL;
+	struct l2_region *r = region_take(l2);
+	if (!r)
+		return NULL;
+	struct l2fmt_region hdr = {l2->region_size, r->index, l2->next_seq};
+	l2fmt_region_encode(wb->mem, &hdr);
+	if (write_queue(l2, r, wb->mem, 0, L2FMT_BLOCK, false))
+		return NULL;
+	r->seq = l2->next_seq++;
+	r->state = REGION_OPEN;
+	r->used = L2FMT_BLOCK;
+	r->wbuf = wb;
+	wb->region = r;
+	STAT_SUB(l2, free_regions, 1);
+	STAT_ADD(l2, used_bytes, L2FMT_BLOCK);
+	return r;
+}
+
+/* The open region with room for bytes more, opening a new one when needed. */
+static struct l2_region *region_with_room(struct l2 *l2, uint64_t bytes)
+{
+	if (l2->open && l2->open->used + bytes <= l2->region_size)
+		return l2->open;
+	if (l2->open)
+		region_seal(l2, l2->open);
+	return l2->open = region_open(l2);
+}
+
+/* --- victims from L1 --- */
+
+bool l2_usable(const struct l2 *l2)
+{
+	return STAT_GET(l2, ready) && !STAT_GET(l2, failed);
+}
+
+bool l2_contains(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key)
+{
+	if (!l2_usable(l2))
+		return false;
+	struct l2_item *it = item_find(l2, ns->digest, key);
+	return it && it->nparts == ns->tp_size;
+}
+
+/* Appends the records of v at r->used: headers, data, checksums, the item. */
+static struct l2_item *append_victim(struct l2 *l2, struct l2_region *r,
+				     const struct l1_victim *v)
+{
+	struct l2_item *it = item_new(l2, v->ns->digest, v->key, v->nparts);
+	if (!it)
+		return NULL;
+	for (uint16_t i = 0; i < v->nparts; i++) {
+		uint8_t *at = r->wbuf->mem + r->used;
+		struct l2fmt_record rec = {
+			.region_seq = r->seq, .ns_digest = v->ns->digest, .key = *v->key,
+			.rank = i, .tp_size = v->nparts, .length = v->lengths[i],
+			.data_checksum = XXH3_64bits(v->parts[i], v->lengths[i]),
+		};
+		l2fmt_record_encode(at, &rec);
+		memcpy(at + L2FMT_BLOCK, v->parts[i], v->lengths[i]);
+		uint64_t padded = l2fmt_align(v->lengths[i]);
+		memset(at + L2FMT_BLOCK + v->lengths[i], 0, padded - v->lengths[i]);
+		struct l2_part *p = &it->parts[i];
+		p->offset = region_base(l2, r) + r->used + L2FMT_BLOCK;
+		p->length = v->lengths[i];
+		p->checksum = rec.data_checksum;
+		part_link(l2, it, p, r->index);
+		r->used += L2FMT_BLOCK + padded;
+	}
+	return it;
+}
+
+static void take_victim(void *ctx, const struct l1_victim *v)
+{
+	struct l2 *l2 = ctx;
+	if (!l2_usable(l2)) {
+		STAT_ADD(l2, victims_dropped_off, 1);
+		return;
+	}
+	if (item_find(l2, v->ns->digest, v->key)) {
+		STAT_ADD(l2, victims_present, 1);
+		return;
+	}
+	uint64_t bytes = 0;
+	for (uint16_t i = 0; i < v->nparts; i++)
+		bytes += l2fmt_record_bytes(v->lengths[i]);
+	if (bytes > l2->region_size - L2FMT_BLOCK) {
+		STAT_ADD(l2, victims_dropped_unfit, 1);
+		return;
+	}
+	struct l2_region *r = region_with_room(l2, bytes);
+	if (!r) {
+		STAT_ADD(l2, victims_dropped_behind, 1);
+		return;
+	}
+	uint64_t start = r->used;
+	if (!append_victim(l2, r, v) || write_queue(l2, r, r->wbuf->mem + start, start, r->used, false)) {
+		struct l2_item *it = item_find(l2, v->ns->digest, v->key);
+		if (it)
+			item_free(l2, it);
+		r->used = start;
+		STAT_ADD(l2, victims_dropped_behind, 1);
+		return;
+	}
+	STAT_ADD(l2, used_bytes, r->used - start);
+	STAT_ADD(l2, items, 1);
+	STAT_ADD(l2, victims_written, 1);
+}
+
+static bool contains_hook(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key)
+{
+	return l2_contains(ctx, ns, key);
+}
+
+struct l1_lower_tier l2_lower_tier(struct l2 *l2)
+{
+	return (struct l1_lower_tier){l2, contains_hook, take_victim};
+}
+
+/* --- reads --- */
+
+static void read_complete(struct l2_io *io, int res)
+{
+	struct l2_read *rd = (struct l2_read *)((char *)io - offsetof(struct l2_read, io));
+	struct l2 *l2 = io->l2;
+	rd->region->readers--;
+	if (res < 0) {
+		note_error(l2);
+		rd->done(rd, -EIO);
+		return;
+	}
+	l2->consecutive_errors = 0;
+	if (XXH3_64bits(io->buf, rd->length) != rd->checksum) {
+		STAT_ADD(l2, checksum_failures, 1);
+		/* Drop the item the bytes belonged to, if it is still there. */
+		for (struct l2_part *p = rd->region->parts; p; p = p->next) {
+			if (p->offset == io->offset) {
+				item_drop(l2, p->item);
+				break;
+			}
+		}
+		rd->done(rd, -ENOENT);
+		return;
+	}
+	STAT_ADD(l2, reads, 1);
+	STAT_ADD(l2, bytes_read, rd->length);
+	rd->done(rd, 0);
+}
+
+int64_t l2_part_length(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key,
+		       uint16_t rank)
+{
+	struct l2_item *it = l2_usable(l2) ? item_find(l2, ns->digest, key) : NULL;
+	if (!it || it->nparts != ns->tp_size || rank >= it->nparts) {
+		STAT_ADD(l2, read_misses, 1);
+		return -ENOENT;
+	}
+	return it->parts[rank].length;
+}
+
+int l2_read_begin(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key,
+		  uint16_t rank, uint8_t *dst, uint64_t cap, struct l2_read *rd)
+{
+	if (!l2_usable(l2))
+		return -EIO;
+	struct l2_item *it = item_find(l2, ns->digest, key);
+	if (!it || it->nparts != ns->tp_size || rank >= it->nparts) {
+		STAT_ADD(l2, read_misses, 1);
+		return -ENOENT;
+	}
+	const struct l2_part *p = &it->parts[rank];
+	if (l2fmt_align(p->length) > cap)
+		return -ERANGE;
+	struct l2_region *r = &l2->regions[p->region];
+	rd->length = p->length;
+	if (r->wbuf) {
+		memcpy(dst, r->wbuf->mem + (p->offset - region_base(l2, r)), p->length);
+		STAT_ADD(l2, reads, 1);
+		STAT_ADD(l2, reads_from_memory, 1);
+		STAT_ADD(l2, bytes_read, p->length);
+		return 1;
+	}
+	rd->region = r;
+	rd->checksum = p->checksum;
+	rd->io = (struct l2_io){.l2 = l2, .complete = read_complete, .buf = dst,
+				.offset = p->offset, .len = (uint32_t)l2fmt_align(p->length)};
+	r->readers++;
+	io_queue(l2, &rd->io);
+	return 0;
+}
+
+/* --- operator actions --- */
+
+/* Queues a write of one header block (owned: unmapped when written). */
+static void write_block(struct l2 *l2, struct l2_region *r, uint64_t at, uint8_t *block)
+{
+	if (write_queue(l2, r, block, at, at + L2FMT_BLOCK, block != zero_block)) {
+		log_warn("l2: no memory to invalidate a record; it may return after a restart");
+		if (block != zero_block)
+			munmap(block, L2FMT_BLOCK);
+	}
+}
+
+/* Rewrites p's record header marked dropped, so a restart steps over it. */
+static void invalidate_part(struct l2 *l2, const struct l2_part *p)
+{
+	const struct l2_item *it = p->item;
+	struct l2_region *r = &l2->regions[p->region];
+	uint8_t *block = mmap(NULL, L2FMT_BLOCK, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (block == MAP_FAILED) {
+		log_warn("l2: no memory to invalidate a record; it may return after a restart");
+		return;
+	}
+	struct l2fmt_record rec = {
+		.region_seq = r->seq, .ns_digest = it->entry.ns_id, .key = it->entry.key,
+		.rank = (uint16_t)(p - it->parts), .tp_size = it->nparts, .length = p->length,
+		.flags = L2FMT_RECORD_DROPPED, .data_checksum = p->checksum,
+	};
+	l2fmt_record_encode(block, &rec);
+	write_block(l2, r, p->offset - L2FMT_BLOCK - region_base(l2, r), block);
+}
+
+uint64_t l2_ns_drop(struct l2 *l2, const struct kvt_ns *ns)
+{
+	uint64_t dropped = 0;
+	for (uint32_t i = 0; i < l2->nregions; i++) {
+		struct l2_region *r = &l2->regions[i];
+		struct l2_part *p = r->parts;
+		while (p) {
+			struct l2_part *next = p->next;
+			struct l2_item *it = p->item;
+			if (it->entry.ns_id == ns->digest) {
+				for (uint16_t k = 0; k < it->nparts; k++)
+					invalidate_part(l2, &it->parts[k]);
+				item_drop(l2, it);
+				dropped++;
+				next = r->parts;
+			}
+			p = next;
+		}
+	}
+	STAT_ADD(l2, items_dropped_admin, dropped);
+	return dropped;
+}
+
+uint64_t l2_evict(struct l2 *l2, uint64_t bytes)
+{
+	uint64_t freed = 0;
+	while (freed < bytes) {
+		struct l2_region *r = region_oldest_idle(l2);
+		if (!r)
+			break;
+		freed += r->used;
+		write_block(l2, r, 0, zero_block); /* the region header: nothing returns after a restart */
+		STAT_ADD(l2, items_dropped_admin, region_empty(l2, r));
+	}
+	return freed;
+}
+
+void l2_stats_read(const struct l2 *l2, struct l2_stats_snapshot *out)
+{
+#define L2_COPY(name, help) out->name = STAT_GET(l2, name);
+	L2_COUNTERS(L2_COPY)
+	L2_GAUGES(L2_COPY)
+#undef L2_COPY
+}
+
+/* --- recovery --- */
+
+/* Adds a part found on disk; replaces an older copy of the same part. */
+static void recover_part(struct l2 *l2, struct l2_region *r, const struct l2fmt_record *rec,
+			 uint64_t data_offset)
+{
+	struct l2_item *it = item_find(l2, rec->ns_digest, &rec->key);
+	if (it && it->nparts != rec->tp_size) {
+		STAT_ADD(l2, recovery_dropped, 1);
+		return;
+	}
+	if (!it && !(it = item_new(l2, rec->ns_digest, &rec->key, rec->tp_size))) {
+		STAT_ADD(l2, recovery_dropped, 1);
+		return;
+	}
+	struct l2_part *p = &it->parts[rec->rank];
+	if (p->item) {
+		if (l2->regions[p->region].seq > r->seq)
+			return; /* a newer copy is known */
+		part_unlink(l2, p);
+	} else {
+		it->nfound++;
+	}
+	p->offset = data_offset;
+	p->length = rec->length;
+	p->checksum = rec->data_checksum;
+	part_link(l2, it, p, r->index);
+}
+
+/* Reads the record headers of a region with a valid header, up to the first bad one. */
+static int recover_region(struct l2 *l2, struct l2_region *r, uint8_t *block)
+{
+	uint64_t base = region_base(l2, r);
+	uint64_t at = L2FMT_BLOCK;
+	while (at + L2FMT_BLOCK <= l2->region_size) {
+		ssize_t n = pread(l2->fd, block, L2FMT_BLOCK, (off_t)(base + at));
+		if (n < 0)
+			return -errno;
+		struct l2fmt_record rec;
+		if (n != L2FMT_BLOCK || l2fmt_record_decode(block, &rec) || rec.region_seq != r->seq ||
+		    at + l2fmt_record_bytes(rec.length) > l2->region_size)
+			break; /* the end of what was written, or a torn tail */
+		if (!(rec.flags & L2FMT_RECORD_DROPPED))
+			recover_part(l2, r, &rec, base + at + L2FMT_BLOCK);
+		at += l2fmt_record_bytes(rec.length);
+	}
+	r->used = at;
+	return 0;
+}
+
+/* Drops items that lack a part (their other parts were torn or overwritten). */
+static void recover_drop_incomplete(struct l2 *l2)
+{
+	for (uint32_t i = 0; i < l2->nregions; i++) {
+		struct l2_part *p = l2->regions[i].parts;
+		while (p) {
+			struct l2_part *next = p->next;
+			if (p->item->nfound < p->item->nparts) {
+				STAT_ADD(l2, recovery_dropped, p->item->nfound);
+				item_free(l2, p->item);
+				next = l2->regions[i].parts;
+			}
+			p = next;
+		}
+	}
+}
+
+int l2_recover(struct l2 *l2)
+{
+	/* Headers are read into a write buffer: aligned for O_DIRECT, unused until l2_start. */
+	uint8_t *block = l2->wbufs[0].mem;
+	int err = 0;
+	uint64_t used = 0, free_regions = 0, max_seq = 0;
+	for (uint32_t i = 0; i < l2->nregions && !err; i++) {
+		struct l2_region *r = &l2->regions[i];
+		struct l2fmt_region hdr;
+		ssize_t n = pread(l2->fd, block, L2FMT_BLOCK, (off_t)region_base(l2, r));
+		if (n < 0) {
+			err = -errno;
+			break;
+		}
+		if (n != L2FMT_BLOCK || l2fmt_region_decode(block, &hdr) ||
+		    hdr.region_size != l2->region_size || hdr.region_index != i) {
+			free_regions++;
+			continue;
+		}
+		r->state = REGION_SEALED; /* new records go to new regions */
+		r->seq = hdr.seq;
+		max_seq = hdr.seq > max_seq ? hdr.seq : max_seq;
+		err = recover_region(l2, r, block);
+		used += r->used;
+	}
+	if (err)
+		return err;
+	recover_drop_incomplete(l2);
+	l2->next_seq = max_seq + 1;
+	STAT_SET(l2, items, l2->index.count);
+	STAT_SET(l2, recovered_items, l2->index.count);
+	STAT_SET(l2, used_bytes, used);
+	STAT_SET(l2, free_regions, free_regions);
+	return 0;
+}
+
+void l2_start(struct l2 *l2)
+{
+	atomic_store_explicit(&l2->stats.ready, 1, memory_order_release);
+}
+
+/* --- open and close --- */
+
+static int fail(char *why, size_t whylen, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int fail(char *why, size_t whylen, int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, whylen, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+static uint64_t auto_region_size(uint64_t size)
+{
+	uint64_t r = l2fmt_align(size / 32) & ~(L2_MIN_REGION - 1);
+	if (r < L2_MIN_REGION)
+		r = L2_MIN_REGION;
+	return r > L2_MAX_AUTO_REGION ? L2_MAX_AUTO_REGION : r;
+}
+
+static int open_ring(struct l2 *l2, char *why, size_t whylen)
+{
+	int err = io_uring_queue_init(l2->queue_depth, &l2->ring, 0);
+	if (err)
+		return fail(why, whylen, err,
+			    "io_uring_setup: %s (io_uring is blocked by a seccomp profile, "
+			    "disabled by the kernel.io_uring_disabled sysctl, or the kernel is "
+			    "older than 5.6); run without l2-path to use L1 only",
+			    strerror(-err));
+	l2->ring_open = true;
+	l2->eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (l2->eventfd < 0)
+		return fail(why, whylen, -errno, "eventfd: %s", strerror(errno));
+	if ((err = io_uring_register_eventfd(&l2->ring, l2->eventfd)))
+		return fail(why, whylen, err, "io_uring_register_eventfd: %s", strerror(-err));
+	l2->fixed_file = io_uring_register_files(&l2->ring, &l2->fd, 1) == 0;
+	return 0;
+}
+
+/* Registers the write buffers and the arena (in 1 GiB pieces); without, I/O still works. */
+static void register_buffers(struct l2 *l2)
+{
+	unsigned chunks = l2->arena ? (unsigned)((l2->arena_size + L2_MAX_FIXED - 1) / L2_MAX_FIXED) : 0;
+	struct iovec *iov = calloc(L2_WBUFS + chunks, sizeof(*iov));
+	if (!iov)
+		return;
+	for (int i = 0; i < L2_WBUFS; i++)
+		iov[i] = (struct iovec){l2->wbufs[i].mem, l2->region_size};
+	for (unsigned c = 0; c < chunks; c++) {
+		uint64_t off = (uint64_t)c * L2_MAX_FIXED;
+		uint64_t len = l2->arena_size - off < L2_MAX_FIXED ? l2->arena_size - off : L2_MAX_FIXED;
+		iov[L2_WBUFS + c] = (struct iovec){l2->arena + off, len};
+	}
+	int err = io_uring_register_buffers(&l2->ring, iov, L2_WBUFS + chunks);
+	free(iov);
+	if (err) {
+		log_warn("l2: cannot register buffers with io_uring (%s; memlock limit?); "
+			 "using unregistered I/O", strerror(-err));
+		return;
+	}
+	for (int i = 0; i < L2_WBUFS; i++)
+		l2->wbufs[i].fixed_index = i;
+	l2->fixed_arena_chunks = chunks;
+}
+
+static int alloc_wbufs(struct l2 *l2)
+{
+	l2->wbufs = calloc(L2_WBUFS, sizeof(*l2->wbufs));
+	if (!l2->wbufs)
+		return -ENOMEM;
+	for (int i = 0; i < L2_WBUFS; i++) {
+		void *m = mmap(NULL, l2->region_size, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (m == MAP_FAILED)
+			return -ENOMEM;
+		prefault_touch(m, l2->region_size);
+		l2->wbufs[i] = (struct l2_wbuf){m, NULL, -1};
+	}
+	return 0;
+}
+
+int l2_open(struct l2 *l2, const struct l2_config *cfg, char *why, size_t whylen)
+{
+	*l2 = (struct l2){.fd = -1, .eventfd = -1, .queue_depth = cfg->queue_depth,
+			  .arena = cfg->arena, .arena_size = cfg->arena_size, .next_seq = 1};
+	struct l2dev dev;
+	int err = l2dev_open(cfg->path, cfg->size, &dev, why, whylen);
+	if (err)
+		return err;
+	l2->fd = dev.fd;
+	l2->region_size = cfg->region_size ? cfg->region_size : auto_region_size(dev.size);
+	if (l2->region_size % L2FMT_BLOCK || l2->region_size > L2_MAX_FIXED)
+		return fail(why, whylen, -EINVAL,
+			    "l2-region-size: must be a multiple of 4 KiB and at most 1 GiB");
+	uint64_t nregions = dev.size / l2->region_size;
+	if (nregions < 2 || nregions > UINT32_MAX)
+		return fail(why, whylen, -EINVAL,
+			    "l2-size: %s must hold at least 2 regions of %" PRIu64 " bytes",
+			    cfg->path, l2->region_size);
+	l2->nregions = (uint32_t)nregions;
+	if ((err = open_ring(l2, why, whylen)))
+		return err;
+	if (!(l2->regions = calloc(l2->nregions, sizeof(*l2->regions))) || alloc_wbufs(l2) ||
+	    index_init(&l2->index, 1024))
+		return fail(why, whylen, -ENOMEM, "no memory for the L2 index and write buffers");
+	for (uint32_t i = 0; i < l2->nregions; i++)
+		l2->regions[i].index = i;
+	register_buffers(l2);
+	STAT_SET(l2, capacity_bytes, l2->nregions * l2->region_size);
+	STAT_SET(l2, regions, l2->nregions);
+	STAT_SET(l2, free_regions, l2->nregions);
+	return 0;
+}
+
+void l2_close(struct l2 *l2)
+{
+	if (l2->open)
+		region_seal(l2, l2->open);
+	if (l2->ring_open) {
+		l2_submit(l2);
+		while (l2->inflight || l2->queued_head) {
+			struct io_uring_cqe *cqe;
+			if (io_uring_wait_cqe(&l2->ring, &cqe) == 0) {
+				struct l2_io *io = io_uring_cqe_get_data(cqe);
+				int res = cqe->res;
+				io_uring_cqe_seen(&l2->ring, cqe);
+				l2->inflight--;
+				io_handle(l2, io, res);
+			}
+			l2_submit(l2);
+		}
+		io_uring_queue_exit(&l2->ring);
+	}
+	if (l2->regions) {
+		for (uint32_t i = 0; i < l2->nregions; i++)
+			while (l2->regions[i].parts)
+				item_free(l2, l2->regions[i].parts->item);
+	}
+	index_destroy(&l2->index);
+	if (l2->wbufs) {
+		for (int i = 0; i < L2_WBUFS; i++)
+			if (l2->wbufs[i].mem)
+				munmap(l2->wbufs[i].mem, l2->region_size);
+	}
+	free(l2->wbufs);
+	free(l2->regions);
+	if (l2->eventfd >= 0)
+		close(l2->eventfd);
+	if (l2->fd >= 0)
+		close(l2->fd);
+}

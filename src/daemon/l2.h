@@ -1,0 +1,198 @@
+/*
+ * l2.h — the L2 tier engine: a file or block device opened with O_DIRECT,
+ * cut into log-structured regions (docs/l2-format.md), driven by one
+ * io_uring on the owner thread; the index of the parts it holds; the write
+ * buffers victims are copied into; reads into caller memory, checksummed;
+ * region reclaim (oldest region first); recovery of the index at start; and
+ * the counters of all of it.
+ *
+ * A library with no sockets or threads of its own. After l2_open, l2_recover
+ * may run on any one thread; from l2_start on, every call comes from the
+ * owner thread, which calls l2_process when l2_event_fd is readable and
+ * l2_submit after queueing work. l2_stats_read may be called from any thread.
+ *
+ * Items are written whole (every part of a block, in one write) and dropped
+ * whole, so an item in L2 is always complete.
+ */
+#ifndef KVTD_L2_H
+#define KVTD_L2_H
+
+#include <liburing.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "index.h"
+#include "kvtier/kvtier.h"
+#include "l1.h"
+#include "ns.h"
+
+/* Counters (only grow) and gauges, as X-macros: (field, help). */
+#define L2_COUNTERS(X) \
+	X(victims_written, "L1 victims written to L2") \
+	X(bytes_written, "bytes written to L2, headers and padding included") \
+	X(victims_present, "L1 victims skipped: L2 held them already") \
+	X(victims_dropped_behind, "L1 victims dropped: no write buffer or region free (L2 behind)") \
+	X(victims_dropped_unfit, "L1 victims dropped: larger than a region") \
+	X(victims_dropped_off, "L1 victims dropped: L2 not ready or failed") \
+	X(reads, "part reads served by L2") \
+	X(reads_from_memory, "part reads served from a write buffer") \
+	X(bytes_read, "data bytes read from L2") \
+	X(read_misses, "part reads of blocks L2 does not hold") \
+	X(checksum_failures, "reads whose data checksum failed (a miss, the item dropped)") \
+	X(io_errors, "reads and writes that failed") \
+	X(short_ios, "short reads or writes continued") \
+	X(eagain_retries, "reads or writes retried after -EAGAIN") \
+	X(regions_reclaimed, "regions reclaimed for new writes") \
+	X(items_reclaimed, "items dropped with their region (L2 evictions)") \
+	X(items_dropped_admin, "items dropped by an operator") \
+	X(recovered_items, "items found by the scan at start") \
+	X(recovery_dropped, "records dropped by the scan at start (incomplete items)")
+
+#define L2_GAUGES(X) \
+	X(capacity_bytes, "bytes of the L2 file or device in use as regions") \
+	X(used_bytes, "bytes of regions holding records") \
+	X(items, "items (blocks, every part) held") \
+	X(regions, "regions") \
+	X(free_regions, "regions holding nothing") \
+	X(ios_inflight, "reads and writes submitted, not completed") \
+	X(ready, "1 once the index is rebuilt") \
+	X(failed, "1 after repeated I/O errors: L2 is no longer used")
+
+struct l2_stats {
+#define L2_STAT_FIELD(name, help) _Atomic uint64_t name;
+	L2_COUNTERS(L2_STAT_FIELD)
+	L2_GAUGES(L2_STAT_FIELD)
+#undef L2_STAT_FIELD
+};
+
+struct l2_stats_snapshot {
+#define L2_SNAP_FIELD(name, help) uint64_t name;
+	L2_COUNTERS(L2_SNAP_FIELD)
+	L2_GAUGES(L2_SNAP_FIELD)
+#undef L2_SNAP_FIELD
+};
+
+struct l2;
+struct l2_region;
+struct l2_wbuf;
+
+/* One read or write on the ring. Private to l2.c; embedded in l2_read. */
+struct l2_io {
+	struct l2 *l2;
+	void (*complete)(struct l2_io *io, int res);
+	struct l2_io *next_queued;
+	uint8_t *buf;
+	uint64_t offset;          /* in the file */
+	uint32_t len;             /* aligned bytes wanted */
+	uint32_t done;            /* bytes transferred so far */
+	uint32_t retries;
+	bool write;
+};
+
+/*
+ * A part read, owned by the caller (no allocation per read). done is called
+ * on the owner thread with 0, -ENOENT (the item went away or its checksum
+ * failed: a miss) or -EIO.
+ */
+struct l2_read {
+	void (*done)(struct l2_read *rd, int status);
+	uint32_t length;          /* data bytes of the part: set by l2_read_begin */
+	/* Private. */
+	struct l2_io io;
+	struct l2_region *region;
+	uint64_t checksum;
+};
+
+struct l2_config {
+	const char *path;
+	uint64_t size;            /* hard cap on the bytes used; 0: the size of an existing file or device */
+	uint64_t region_size;     /* 0: chosen from size */
+	uint32_t queue_depth;
+	uint8_t *arena;           /* memory reads go into (L1), registered with the ring when it can be */
+	uint64_t arena_size;
+};
+
+/*
+ * Fault injection for tests: called with each completion's result before the
+ * engine sees it; returns the result to use (an error, a shorter count).
+ */
+typedef int (*l2_fault_fn)(void *ctx, bool write, uint32_t wanted, int res);
+
+struct l2 {
+	int fd;
+	struct io_uring ring;
+	bool ring_open;
+	int eventfd;
+	bool fixed_file;
+	unsigned fixed_arena_chunks;  /* registered buffers after the write buffers */
+	uint8_t *arena;
+	uint64_t arena_size;
+	uint64_t region_size;
+	uint32_t nregions;
+	uint32_t queue_depth;
+	uint32_t inflight;
+	struct l2_io *queued_head, *queued_tail;  /* waiting for room on the ring */
+	struct l2_region *regions;
+	struct l2_region *open;       /* being filled, NULL when none */
+	struct l2_wbuf *wbufs;
+	uint64_t next_seq;
+	struct index index;
+	uint32_t consecutive_errors;
+	l2_fault_fn fault;
+	void *fault_ctx;
+	struct l2_stats stats;
+};
+
+/*
+ * Opens (creating a regular file when missing) and sizes the file, sets up
+ * the ring, the write buffers and registrations. Reads nothing yet. 0 or
+ * -errno with the reason in why (io_uring blocked, alignment, sizes).
+ */
+int l2_open(struct l2 *l2, const struct l2_config *cfg, char *why, size_t whylen);
+/* Waits for I/O in flight, then frees everything (the file stays). */
+void l2_close(struct l2 *l2);
+
+/*
+ * Rebuilds the index from the region headers on disk (synchronous reads).
+ * Records after the first bad header of a region (a torn tail) are ignored;
+ * items missing a part are dropped and counted. 0 or -errno.
+ */
+int l2_recover(struct l2 *l2);
+/* After l2_recover: L2 serves from now on, on the calling (owner) thread. */
+void l2_start(struct l2 *l2);
+
+/* Readable when completions wait: call l2_process. */
+int l2_event_fd(const struct l2 *l2);
+void l2_process(struct l2 *l2);
+/* Hands queued reads and writes to the kernel. */
+void l2_submit(struct l2 *l2);
+
+/* Ready and not failed. */
+bool l2_usable(const struct l2 *l2);
+
+/* The lower-tier hooks for L1 (contains, take_victim), bound to l2. */
+struct l1_lower_tier l2_lower_tier(struct l2 *l2);
+bool l2_contains(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key);
+
+/* The data bytes of rank's part of (ns, key), or -ENOENT (counted as a read miss). */
+int64_t l2_part_length(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key,
+		       uint16_t rank);
+
+/*
+ * Starts reading rank's part of (ns, key) into dst (cap bytes, aligned to
+ * L2FMT_BLOCK). Sets rd->length. Returns 0 when rd->done will be called, 1
+ * when the bytes were copied already (from a write buffer), -ENOENT when L2
+ * does not hold the part, -ERANGE when cap is too small, -EIO when L2 failed.
+ */
+int l2_read_begin(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key,
+		  uint16_t rank, uint8_t *dst, uint64_t cap, struct l2_read *rd);
+
+/* Drops every item of ns; returns how many. */
+uint64_t l2_ns_drop(struct l2 *l2, const struct kvt_ns *ns);
+/* Reclaims whole regions, oldest first, until bytes are freed (all: UINT64_MAX). */
+uint64_t l2_evict(struct l2 *l2, uint64_t bytes);
+
+void l2_stats_read(const struct l2 *l2, struct l2_stats_snapshot *out);
+
+#endif

@@ -1,0 +1,128 @@
+/* l2svc.c — see l2svc.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvtier/kvtier.h"
+#include "l2svc.h"
+#include "log.h"
+
+static double now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static void *recover_thread(void *arg)
+{
+	struct l2svc *s = arg;
+	double start = now_ms();
+	s->recover_err = l2_recover(&s->l2);
+	s->recover_ms = now_ms() - start;
+	uint64_t one = 1;
+	if (write(s->done_src.fd, &one, sizeof(one)) != sizeof(one))
+		log_error("l2: cannot wake the event loop: %s", strerror(errno));
+	return NULL;
+}
+
+static void on_ring(struct loop_source *src, uint32_t events)
+{
+	(void)events;
+	struct l2svc *s = (struct l2svc *)((char *)src - offsetof(struct l2svc, ring_src));
+	l2_process(&s->l2);
+}
+
+void l2svc_set_evict(struct l2svc *s, bool evict)
+{
+	struct l1_lower_tier lower = l2_lower_tier(&s->l2);
+	s->dp->l2_evict = evict;
+	l1_set_lower_tier(s->l1, evict ? &lower : NULL);
+}
+
+/* On the loop thread: the index is rebuilt; L2 serves from now on. */
+static void on_recovered(struct loop_source *src, uint32_t events)
+{
+	(void)events;
+	struct l2svc *s = (struct l2svc *)((char *)src - offsetof(struct l2svc, done_src));
+	pthread_join(s->thread, NULL);
+	s->thread_running = false;
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->done_src.fd, NULL);
+	if (s->recover_err) {
+		log_error("l2: cannot read the regions: %s; continuing with L1 only",
+			  kvt_strerror(s->recover_err));
+		atomic_store(&s->l2.stats.failed, 1);
+	} else {
+		struct l2_stats_snapshot st;
+		l2_stats_read(&s->l2, &st);
+		log_info("l2: index rebuilt in %.1f ms: %" PRIu64 " items, %" PRIu64
+			 " records dropped", s->recover_ms, st.recovered_items, st.recovery_dropped);
+		l2_start(&s->l2);
+		s->dp->l2 = &s->l2;
+		l2svc_set_evict(s, true);
+		s->started = true;
+	}
+	s->on_ready(s->ready_ctx);
+}
+
+int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, struct dp *dp,
+	       int epfd, void (*on_ready)(void *ctx), void *ctx)
+{
+	*s = (struct l2svc){.epfd = epfd, .l1 = l1, .dp = dp, .on_ready = on_ready,
+			    .ready_ctx = ctx, .done_src.fd = -1};
+	struct l2_config lc = {
+		.path = cfg->l2_path, .size = cfg->l2_size, .region_size = cfg->l2_region_size,
+		.queue_depth = (uint32_t)cfg->l2_queue_depth, .arena = l1->arena.base,
+		.arena_size = l1->arena.size,
+	};
+	char why[512];
+	int err = l2_open(&s->l2, &lc, why, sizeof(why));
+	if (err) {
+		log_error("l2: %s", why);
+		l2_close(&s->l2);
+		return err;
+	}
+	s->open = true;
+	char size[64], region[64];
+	kvt_format_size(s->l2.nregions * s->l2.region_size, size, sizeof(size));
+	kvt_format_size(s->l2.region_size, region, sizeof(region));
+	log_info("l2: %s: %s in %u regions of %s, queue depth %u, %s buffers", cfg->l2_path,
+		 size, s->l2.nregions, region, s->l2.queue_depth,
+		 s->l2.fixed_arena_chunks ? "registered" : "unregistered");
+	s->ring_src = (struct loop_source){l2_event_fd(&s->l2), on_ring};
+	s->done_src = (struct loop_source){eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), on_recovered};
+	if (s->done_src.fd < 0 || (err = loop_ctl(epfd, EPOLL_CTL_ADD, &s->ring_src, EPOLLIN)) ||
+	    (err = loop_ctl(epfd, EPOLL_CTL_ADD, &s->done_src, EPOLLIN))) {
+		err = err ? err : -errno;
+		log_error("l2: event loop: %s", kvt_strerror(err));
+		return err;
+	}
+	if ((err = -pthread_create(&s->thread, NULL, recover_thread, s))) {
+		log_error("l2: cannot start the index rebuild: %s", kvt_strerror(err));
+		return err;
+	}
+	s->thread_running = true;
+	log_info("l2: rebuilding the index; /readyz answers 503 until done");
+	return 0;
+}
+
+void l2svc_close(struct l2svc *s)
+{
+	if (s->thread_running)
+		pthread_join(s->thread, NULL);
+	if (s->started)
+		l1_set_lower_tier(s->l1, NULL);
+	if (s->open) {
+		epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->ring_src.fd, NULL);
+		l2_close(&s->l2);
+		if (s->done_src.fd >= 0)
+			close(s->done_src.fd);
+	}
+	s->open = s->started = false;
+}

@@ -1,0 +1,49 @@
+/*
+ * l2svc.h — runs the L2 engine inside kvtierd: opens it from the settings,
+ * rebuilds its index on a thread of its own while the daemon already serves
+ * (readiness waits for it), then binds it to L1 (victims, lookups) and to the
+ * data plane (LOADs of L1 misses) and feeds its ring's completions from the
+ * event loop. The engine itself (l2.h) knows nothing of this.
+ */
+#ifndef KVTD_L2SVC_H
+#define KVTD_L2SVC_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "dataplane.h"
+#include "l1.h"
+#include "l2.h"
+#include "loop.h"
+#include "settings.h"
+
+struct l2svc {
+	struct l2 l2;
+	bool open;
+	bool started;                 /* the index is rebuilt and L2 serves */
+	int epfd;
+	struct l1 *l1;
+	struct dp *dp;
+	void (*on_ready)(void *ctx);  /* called once the index is rebuilt (or failed) */
+	void *ready_ctx;
+	struct loop_source ring_src;  /* the ring's completions */
+	struct loop_source done_src;  /* the recovery thread has finished */
+	pthread_t thread;
+	bool thread_running;
+	int recover_err;
+	double recover_ms;
+};
+
+/*
+ * Opens L2 as cfg says and starts rebuilding its index; on_ready(ctx) runs on
+ * the loop thread when that is done. 0 or -errno (logged, with the reason).
+ */
+int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, struct dp *dp,
+	       int epfd, void (*on_ready)(void *ctx), void *ctx);
+void l2svc_close(struct l2svc *s);
+
+/* Sets the mode live: evict (victims to L2, misses read from it) or l1-only. */
+void l2svc_set_evict(struct l2svc *s, bool evict);
+
+#endif

@@ -1,0 +1,351 @@
+/*
+ * test_l2_daemon.c — evict mode through a real kvtierd with an L2 file:
+ * victims reach L2 and come back byte-exact (promoted into L1), LOOKUP
+ * reports their tier, capacity holds, a restart recovers every block L2 held,
+ * garbage written into the file gives misses and never wrong bytes, a kill -9
+ * during heavy stores leaves nothing corrupt behind, and the mode changes
+ * live through PUT /v1/policy.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dp_helpers.h"
+
+#define BLOCK MiB
+#define L1_BLOCKS 16                  /* --l1-size 16MiB of 1 MiB slots */
+#define L2_SIZE (64 * MiB)
+
+/* The L2 file, outside the daemon's runtime dir so that it outlives a daemon. */
+static char l2_dir[64], l2_path[128];
+
+static void make_l2_dir(void)
+{
+	snprintf(l2_dir, sizeof(l2_dir), "/tmp/kvtier-l2.XXXXXX");
+	assert_non_null(mkdtemp(l2_dir));
+	snprintf(l2_path, sizeof(l2_path), "%s/l2", l2_dir);
+}
+
+static void remove_l2_dir(void)
+{
+	unlink(l2_path);
+	rmdir(l2_dir);
+}
+
+/* L1 evicts only for want of a slot: one victim per new block once full. */
+static struct daemon_fixture *start_evict(void)
+{
+	return start((const char *[]){"--l1-size", "16MiB", "--l1-region-size", "1MiB",
+				      "--l1-high-watermark", "1", "--l1-low-watermark", "0.99",
+				      "--l2-path", l2_path, "--l2-size", "64MiB",
+				      "--l2-region-size", "4MiB", NULL});
+}
+
+/* Waits until L2 has no read or write in flight. */
+static void settle(struct daemon_fixture *d)
+{
+	for (int i = 0; i < 2000 && daemon_stat(d, "l2.ios_inflight") != 0; i++)
+		sleep_ms(5);
+	assert_int_equal(daemon_stat(d, "l2.ios_inflight"), 0);
+}
+
+/* Stores keys [first, first+n) three at a time, letting L2 catch up in between. */
+static void store_settled(struct daemon_fixture *d, struct kvt_client *c, struct staging *s,
+			  uint64_t first, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i += 3) {
+		store_range(c, s, first + i, n - i < 3 ? n - i : 3, BLOCK);
+		settle(d);
+	}
+}
+
+/* LOOKUP of keys [first, first+n): the hit count, each key's tier in tiers. */
+static uint32_t lookup_tiers(struct kvt_client *c, uint64_t first, uint32_t n, uint8_t *tiers)
+{
+	struct kvt_key keys[64];
+	for (uint32_t i = 0; i < n; i++)
+		keys[i] = test_key(first + i);
+	struct kvt_lookup lk = {.keys = keys, .nkeys = n, .tiers = tiers};
+	assert_int_equal(kvt_lookup(c, &lk), 0);
+	return lk.hits;
+}
+
+/*
+ * LOADs key into out: its status. A loaded block must be byte-exact; a
+ * missing one must leave the staging bytes as they were.
+ */
+static int32_t load_checked(struct kvt_client *c, struct staging *out, uint64_t key)
+{
+	struct kvt_block b;
+	blocks_for(&b, key, 1, BLOCK);
+	memset(out->p, 0xab, BLOCK);
+	assert_int_equal(kvt_load(c, out->index, &b, 1), 0);
+	if (b.status == 0) {
+		assert_int_equal(b.length, BLOCK);
+		if (!test_check(out->p, BLOCK, key))
+			fail_msg("key %llu came back with wrong bytes", (unsigned long long)key);
+	} else {
+		for (uint32_t i = 0; i < BLOCK; i++)
+			if (out->p[i] != 0xab)
+				fail_msg("a missing block (%d) wrote staging byte %u", b.status, i);
+	}
+	return b.status;
+}
+
+static void test_evict_round_trip(void **state)
+{
+	(void)state;
+	make_l2_dir();
+	struct daemon_fixture *d = start_evict();
+	struct kvt_client *c = client(d, "m", BLOCK, 1, 0, 0, 1);
+	struct staging in = staging(c, 3 * BLOCK), out = staging(c, BLOCK);
+	store_settled(d, c, &in, 0, 48);
+	assert_int_equal(daemon_stat(d, "l2.victims_dropped_behind"), 0);
+	assert_int_equal(daemon_stat(d, "l2.victims_written"), 48 - L1_BLOCKS);
+
+	/* LOOKUP sees every block, each with its tier. */
+	uint8_t tiers[64];
+	assert_int_equal(lookup_tiers(c, 0, 48, tiers), 48);
+	for (uint32_t i = 0; i < 48; i++)
+		assert_int_equal(tiers[i], i < 48 - L1_BLOCKS ? 2 : 1);
+
+	/* Every block comes back byte-exact; L2 blocks are promoted into L1. */
+	for (uint64_t k = 0; k < 48; k++) {
+		assert_int_equal(load_checked(c, &out, k), 0);
+		settle(d);
+		if (k == 0) { /* promoted: an L1 hit now */
+			assert_int_equal(lookup_tiers(c, 0, 1, tiers), 1);
+			assert_int_equal(tiers[0], 1);
+		}
+	}
+	assert_true(daemon_stat(d, "dataplane.blocks_loaded_l2") >= 48 - L1_BLOCKS);
+	assert_true(daemon_stat(d, "dataplane.blocks_promoted") >= 1);
+	long long reads = daemon_stat(d, "l2.reads"), memory = daemon_stat(d, "l2.reads_from_memory");
+	assert_true(reads - memory >= 1); /* some came from the disk */
+	assert_int_equal(daemon_stat(d, "l2.checksum_failures"), 0);
+
+	/* Capacity: more than L2 holds, and it never grows past its cap. */
+	for (uint64_t k = 1000; k < 1090; k += 3) {
+		store_range(c, &in, k, 3, BLOCK);
+		settle(d);
+		assert_true(daemon_stat(d, "l2.used_bytes") <= daemon_stat(d, "l2.capacity_bytes"));
+	}
+	struct stat st;
+	assert_int_equal(stat(l2_path, &st), 0);
+	assert_true((uint64_t)st.st_size <= L2_SIZE);
+	assert_true(daemon_stat(d, "l2.regions_reclaimed") >= 1);
+	assert_int_equal(load_checked(c, &out, 1088), 0);
+
+	json_t *t = daemon_get_json(d, "/v1/tiers");
+	json_t *l2 = json_array_get(json_object_get(t, "tiers"), 1);
+	assert_string_equal(json_string_value(json_object_get(l2, "name")), "l2");
+	assert_string_equal(json_string_value(json_object_get(l2, "state")), "ready");
+	json_decref(t);
+	kvt_client_close(c);
+	munmap(in.p, in.size);
+	munmap(out.p, out.size);
+	stop(d);
+	remove_l2_dir();
+}
+
+/* Overwrites len bytes at each of the offsets with garbage. */
+static void scribble(const uint64_t *offsets, unsigned n, size_t len)
+{
+	int fd = open(l2_path, O_WRONLY);
+	assert_true(fd >= 0);
+	uint8_t *junk = malloc(len);
+	for (size_t i = 0; i < len; i++)
+		junk[i] = (uint8_t)(i * 131 + 7);
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(pwrite(fd, junk, len, (off_t)offsets[i]), (ssize_t)len);
+	assert_int_equal(fsync(fd), 0);
+	close(fd);
+	free(junk);
+}
+
+static void test_restart_and_corruption(void **state)
+{
+	(void)state;
+	make_l2_dir();
+	struct daemon_fixture *d = start_evict();
+	struct kvt_client *c = client(d, "m", BLOCK, 1, 0, 0, 1);
+	struct staging in = staging(c, 3 * BLOCK);
+	store_settled(d, c, &in, 0, 48);
+	kvt_client_close(c);
+	munmap(in.p, in.size);
+	stop(d);
+
+	/* A restart recovers every block L2 held; L1 starts empty. */
+	const unsigned in_l2 = 48 - L1_BLOCKS;
+	d = start_evict();
+	assert_int_equal(daemon_stat(d, "l2.recovered_items"), in_l2);
+	c = client(d, "m", BLOCK, 1, 0, 0, 1);
+	struct staging out = staging(c, BLOCK);
+	uint8_t tiers[64];
+	assert_int_equal(lookup_tiers(c, 0, 48, tiers), in_l2);
+	for (uint64_t k = 0; k < in_l2; k++) {
+		assert_int_equal(tiers[k], 2);
+		assert_int_equal(load_checked(c, &out, k), 0);
+	}
+	kvt_client_close(c);
+	munmap(out.p, out.size);
+	stop(d);
+
+	/* Garbage in the data of several records: misses, never wrong bytes. */
+	uint64_t offsets[] = {4 * MiB + 300 * KiB, 9 * MiB + 10 * KiB, 14 * MiB + 1000 * KiB};
+	scribble(offsets, 3, 4096);
+	d = start_evict();
+	c = client(d, "m", BLOCK, 1, 0, 0, 1);
+	out = staging(c, BLOCK);
+	unsigned loaded = 0;
+	for (uint64_t k = 0; k < in_l2; k++)
+		loaded += load_checked(c, &out, k) == 0;
+	assert_true(daemon_stat(d, "l2.checksum_failures") >= 1);
+	assert_true(loaded >= 1 && loaded < in_l2);
+	kvt_client_close(c);
+	munmap(out.p, out.size);
+	stop(d);
+	remove_l2_dir();
+}
+
+/* Stores keys from 0 up, four at a time, without pause, until killed or failing. */
+static void heavy_storer(const char *socket)
+{
+	struct kvt_client_options o = {.socket_path = socket, .model = "m",
+				       .block_bytes = BLOCK, .lanes = 1};
+	struct kvt_client *c;
+	void *addr;
+	uint32_t idx;
+	if (kvt_client_open(&o, &c) || kvt_buffer_create(c, 4 * (uint64_t)BLOCK, &addr, &idx))
+		_exit(1);
+	for (uint64_t k = 0; k < 100000; k += 4) {
+		struct kvt_block b[4];
+		blocks_for(b, k, 4, BLOCK);
+		for (uint32_t i = 0; i < 4; i++)
+			test_fill((uint8_t *)addr + (uint64_t)i * BLOCK, BLOCK, k + i);
+		if (kvt_store(c, idx, b, 4))
+			_exit(0); /* the daemon went away */
+	}
+	_exit(0);
+}
+
+static void test_kill9_during_stores(void **state)
+{
+	(void)state;
+	make_l2_dir();
+	struct daemon_fixture *d = start_evict();
+	pid_t child = fork();
+	if (child == 0)
+		heavy_storer(d->socket);
+	for (int i = 0; i < 2000 && daemon_stat(d, "l2.victims_written") < 40; i++)
+		sleep_ms(5);
+	assert_true(daemon_stat(d, "l2.victims_written") >= 40);
+	kill(d->pid, SIGKILL);
+	assert_true(daemon_stop(d) != 0); /* killed; its dir is kept: remove it */
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", d->dir);
+	(void)!system(cmd);
+	free(d);
+	current = NULL;
+	waitpid(child, NULL, 0);
+
+	d = start_evict();
+	long long recovered = daemon_stat(d, "l2.recovered_items");
+	assert_true(recovered >= 1);
+	struct kvt_client *c = client(d, "m", BLOCK, 1, 0, 0, 1);
+	struct staging out = staging(c, BLOCK);
+	/* Whatever was stored: each block is byte-exact or missing. */
+	long long loaded = 0;
+	for (uint64_t k = 0; k < 2000 && loaded < recovered; k++)
+		loaded += load_checked(c, &out, k) == 0;
+	assert_true(loaded >= 1);
+	kvt_client_close(c);
+	munmap(out.p, out.size);
+	stop(d);
+	remove_l2_dir();
+}
+
+static void put_mode(struct daemon_fixture *d, const char *mode, int want_status)
+{
+	char body[64];
+	snprintf(body, sizeof(body), "{\"mode\":\"%s\"}", mode);
+	int status;
+	json_t *r = daemon_request(d, "PUT", "/v1/policy", body, &status);
+	assert_int_equal(status, want_status);
+	if (status == 200)
+		assert_string_equal(json_string_value(json_object_get(r, "mode")), mode);
+	json_decref(r);
+}
+
+static void test_mode_changes_live(void **state)
+{
+	(void)state;
+	make_l2_dir();
+	struct daemon_fixture *d = start_evict();
+	struct kvt_client *c = client(d, "m", BLOCK, 1, 0, 0, 1);
+	struct staging in = staging(c, 3 * BLOCK), out = staging(c, BLOCK);
+	store_settled(d, c, &in, 0, 24);
+	uint8_t tiers[64];
+	assert_int_equal(lookup_tiers(c, 0, 24, tiers), 24);
+
+	put_mode(d, "l1-only", 200);
+	assert_int_equal(lookup_tiers(c, 0, 24, tiers), 0); /* key 0 is in L2 only */
+	assert_int_equal(load_checked(c, &out, 0), -ENOENT);
+	long long written = daemon_stat(d, "l2.victims_written");
+	store_settled(d, c, &in, 100, 3); /* victims are dropped, not written */
+	assert_int_equal(daemon_stat(d, "l2.victims_written"), written);
+
+	put_mode(d, "evict", 200);
+	assert_int_equal(lookup_tiers(c, 0, 12, tiers), 8); /* key 8 went while L2 was off */
+	assert_int_equal(load_checked(c, &out, 0), 0);
+	put_mode(d, "sideways", 400);
+	kvt_client_close(c);
+	munmap(in.p, in.size);
+	munmap(out.p, out.size);
+	stop(d);
+	remove_l2_dir();
+}
+
+static void test_bad_l2_settings_refused(void **state)
+{
+	(void)state;
+	struct daemon_fixture d = {0};
+	/* A directory is not a file or device: the daemon says so and exits. */
+	assert_int_equal(daemon_start(&d, (const char *[]){"--l2-path", "/tmp", "--l2-size",
+							   "64MiB", NULL}), -1);
+	FILE *f = fopen(d.log, "r");
+	char line[512];
+	bool said = false;
+	while (f && fgets(line, sizeof(line), f))
+		said |= strstr(line, "l2-path /tmp: ") != NULL;
+	if (f)
+		fclose(f);
+	assert_true(said);
+	waitpid(d.pid, NULL, 0);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", d.dir);
+	(void)!system(cmd);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_evict_round_trip, teardown),
+		cmocka_unit_test_teardown(test_restart_and_corruption, teardown),
+		cmocka_unit_test_teardown(test_kill9_during_stores, teardown),
+		cmocka_unit_test_teardown(test_mode_changes_live, teardown),
+		cmocka_unit_test(test_bad_l2_settings_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
