@@ -52,9 +52,9 @@ int l2fmt_region_decode(const uint8_t *block, struct l2fmt_region *r)
 		return -EPROTO;
 	r->region_size = wire_u64(&rd);
 	r->region_index = wire_u32(&rd);
-	(void)wire_u32(&rd);
+	uint32_t reserved = wire_u32(&rd);
 	r->seq = wire_u64(&rd);
-	return r->seq ? 0 : -EBADMSG;
+	return r->seq && !reserved ? 0 : -EBADMSG;
 }
 
 void l2fmt_record_encode(uint8_t *block, const struct l2fmt_record *r)
@@ -88,7 +88,8 @@ int l2fmt_record_decode(const uint8_t *block, struct l2fmt_record *r)
 	r->length = wire_u32(&rd);
 	r->flags = wire_u32(&rd);
 	r->data_checksum = wire_u64(&rd);
-	if (r->tp_size == 0 || r->rank >= r->tp_size || r->length == 0)
+	if (r->tp_size == 0 || r->rank >= r->tp_size || r->length == 0 ||
+	    (r->flags & ~L2FMT_RECORD_DROPPED))
 		return -EBADMSG;
 	return 0;
 }
