@@ -221,10 +221,16 @@ static uint64_t item_evict(struct l1 *l1, struct l1_item *it, enum l1_evict_reas
 	return freed;
 }
 
+static bool lower_has_room(const struct l1 *l1)
+{
+	return !l1->lower.has_room || l1->lower.has_room(l1->lower.ctx);
+}
+
 uint64_t l1_evict(struct l1 *l1, uint64_t bytes, enum l1_evict_reason reason)
 {
 	uint64_t freed = 0;
-	while (freed < bytes && l1->lru_tail)
+	while (freed < bytes && l1->lru_tail &&
+	       (reason != L1_EVICT_WATERMARK || lower_has_room(l1)))
 		freed += item_evict(l1, l1->lru_tail, reason);
 	return freed;
 }

@@ -100,6 +100,13 @@ struct l1_lower_tier {
 	bool (*contains)(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key);
 	/* Takes a complete victim; must not call back into L1. */
 	void (*take_victim)(void *ctx, const struct l1_victim *victim);
+	/*
+	 * Whether it would write a victim now (NULL: always). Watermark eviction
+	 * waits while it would not, so that a busy lower tier does not turn
+	 * evictions L1 has time for into dropped victims; eviction for want of a
+	 * slot does not wait.
+	 */
+	bool (*has_room)(void *ctx);
 };
 
 struct l1_config {

@@ -515,9 +515,19 @@ static bool contains_hook(void *ctx, const struct kvt_ns *ns, const struct kvt_k
 	return l2_contains(ctx, ns, key);
 }
 
+/* Room now: an idle write buffer, or an open region less than half full. */
+static bool has_room_hook(void *ctx)
+{
+	struct l2 *l2 = ctx;
+	for (int i = 0; i < L2_WBUFS; i++)
+		if (!l2->wbufs[i].region)
+			return true;
+	return l2->open && l2->open->used <= l2->region_size / 2;
+}
+
 struct l1_lower_tier l2_lower_tier(struct l2 *l2)
 {
-	return (struct l1_lower_tier){l2, contains_hook, take_victim};
+	return (struct l1_lower_tier){l2, contains_hook, take_victim, has_room_hook};
 }
 
 /* --- reads --- */

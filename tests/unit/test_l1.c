@@ -442,6 +442,42 @@ L1_TEST(test_lower_tier_hooks)
 	l1_set_lower_tier(&f->l1, NULL);
 }
 
+static bool fake_no_room(void *ctx)
+{
+	(void)ctx;
+	return false;
+}
+
+static void fake_count(void *ctx, const struct l1_victim *v)
+{
+	(void)v;
+	((struct lower_fake *)ctx)->victims++;
+}
+
+/* 8 MiB of 64 KiB slots: 128; watermarks 0.5/0.25 are 64 and 32 slots. */
+L1_TEST_WM(test_watermark_waits_for_lower_tier, 0.5, 0.25)
+{
+	struct lower_fake lf = {0};
+	struct l1_lower_tier lower = {.ctx = &lf, .take_victim = fake_count,
+				      .has_room = fake_no_room};
+	l1_set_lower_tier(&f->l1, &lower);
+	/* Past the high watermark, a busy lower tier holds watermark eviction back... */
+	for (uint64_t i = 0; i < 128; i++)
+		assert_int_equal(store(f, f->ns, i, 0, BLOCK), 0);
+	assert_int_equal(stats(f).evictions_watermark, 0);
+	assert_int_equal(lf.victims, 0);
+	/* ...but a store that needs a slot still gets one. */
+	assert_int_equal(store(f, f->ns, 128, 0, BLOCK), 0);
+	assert_int_equal(stats(f).evictions_capacity, 1);
+	assert_int_equal(lf.victims, 1);
+	/* With room again, watermark eviction brings usage down to the low mark. */
+	lower.has_room = NULL;
+	l1_set_lower_tier(&f->l1, &lower);
+	assert_int_equal(store(f, f->ns, 129, 0, BLOCK), 0);
+	assert_int_equal(stats(f).items, 32);
+	l1_set_lower_tier(&f->l1, NULL);
+}
+
 L1_TEST(test_size_mix_changes)
 {
 	/* Fill all 8 regions with small blocks... */
@@ -571,6 +607,7 @@ int main(void)
 		cmocka_unit_test(test_leases),
 		cmocka_unit_test(test_lease_release_cap_and_limit),
 		cmocka_unit_test(test_lower_tier_hooks),
+		cmocka_unit_test(test_watermark_waits_for_lower_tier),
 		cmocka_unit_test(test_size_mix_changes),
 		cmocka_unit_test(test_namespace_registry),
 		cmocka_unit_test(test_random_fill_invariants),
