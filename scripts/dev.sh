@@ -13,7 +13,8 @@ TOP=$(pwd)
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
-libmicrohttpd-dev libjansson-dev liburing-dev libxxhash-dev libcmocka-dev curl prometheus python3"
+libmicrohttpd-dev libjansson-dev liburing-dev libxxhash-dev libcmocka-dev curl prometheus python3
+chromium chromium-driver python3-selenium"
 
 say() { printf '==> %s\n' "$*"; }
 

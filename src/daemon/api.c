@@ -50,16 +50,26 @@ static json_t *stats_l1(const struct l1 *l1)
 	return o;
 }
 
+/* An op's latency histogram: counts per bucket (not cumulative). */
+static json_t *histogram_json(const struct dp_op_stats *o)
+{
+	json_t *a = json_array();
+	for (unsigned b = 0; b < DP_HIST_BUCKETS; b++)
+		json_array_append_new(a, json_integer((json_int_t)LOAD(o->buckets[b])));
+	return a;
+}
+
 static json_t *stats_dp(const struct dp *dp)
 {
 	const struct dp_stats *st = &dp->stats;
 	json_t *o = json_object(), *ops = json_object(), *rejected = json_object();
 #define DP_OP_JSON(name, op)                                                            \
 	json_object_set_new(ops, #name,                                                  \
-			    json_pack("{s:I,s:I,s:I}", "requests",                       \
+			    json_pack("{s:I,s:I,s:I,s:o}", "requests",                   \
 				      (json_int_t)LOAD(st->op_##name.requests), "errors", \
 				      (json_int_t)LOAD(st->op_##name.errors), "sum_ns",   \
-				      (json_int_t)LOAD(st->op_##name.sum_ns)));
+				      (json_int_t)LOAD(st->op_##name.sum_ns), "buckets",  \
+				      histogram_json(&st->op_##name)));
 	DP_OPS(DP_OP_JSON)
 #undef DP_OP_JSON
 #define DP_REJECT_JSON(name, help) \
@@ -67,6 +77,11 @@ static json_t *stats_dp(const struct dp *dp)
 	DP_REJECTS(DP_REJECT_JSON)
 #undef DP_REJECT_JSON
 	json_object_set_new(o, "ops", ops);
+	static const double bounds[DP_HIST_BUCKETS - 1] = DP_HIST_BOUNDS;
+	json_t *jb = json_array();
+	for (unsigned b = 0; b < DP_HIST_BUCKETS - 1; b++)
+		json_array_append_new(jb, json_real(bounds[b]));
+	json_object_set_new(o, "latency_bounds_seconds", jb);
 	json_object_set_new(o, "rejected", rejected);
 #define DP_TOTAL_JSON(field, metric, type, help) \
 	json_object_set_new(o, #field, json_integer((json_int_t)LOAD(st->field)));

@@ -22,6 +22,7 @@
 #include "l2svc.h"
 #include "metrics.h"
 #include "settings.h"
+#include "webui.h"
 
 #define HTTP_CONNECTION_LIMIT 256
 #define HTTP_PER_IP_LIMIT 64
@@ -67,6 +68,34 @@ static enum MHD_Result respond_document(struct MHD_Connection *conn, json_t *doc
 	enum MHD_Result r = respond_json(conn, MHD_HTTP_OK, text);
 	free(text);
 	return r;
+}
+
+/* A dashboard file from the web directory, with its type and validator. */
+static enum MHD_Result respond_web(struct MHD_Connection *conn, const struct http_ctx *ctx,
+				   const char *url)
+{
+	struct webui_file f;
+	if (!ctx->web_dir)
+		return respond_error(conn, MHD_HTTP_NOT_FOUND, "not_found",
+				     "the dashboard's files were not found (see --web-dir)");
+	if (webui_open(ctx->web_dir, url, &f))
+		return respond_error(conn, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint");
+	const char *inm = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "If-None-Match");
+	bool fresh = inm && strcmp(inm, f.etag) == 0;
+	struct MHD_Response *r = fresh ? MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT)
+				       : MHD_create_response_from_fd(f.size, f.fd);
+	if (fresh)
+		close(f.fd);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, f.content_type);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, f.etag);
+	/* Revalidated on every load (a 304 costs nothing), so an upgrade shows at once. */
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	enum MHD_Result ret = MHD_queue_response(conn, fresh ? MHD_HTTP_NOT_MODIFIED : MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
 }
 
 /* Alive: 200 always; the body says when L2 failed and only L1 serves. */
@@ -233,7 +262,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 	}
 	if (strncmp(url, "/v1/", 4) == 0)
 		return handle_v1(conn, srv, url, method, req);
-	return respond_error(conn, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint");
+	if (!get)
+		return respond_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
+				     "use GET");
+	return respond_web(conn, srv->ctx, url);
 }
 
 static int listen_addr(const char *listen, struct sockaddr_storage *ss, char *why,

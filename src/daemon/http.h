@@ -27,6 +27,7 @@ struct http_ctx {
 	struct ns_registry *namespaces;
 	struct loopcall *calls;
 	const char *admin_token;     /* NULL: mutating endpoints are open */
+	const char *web_dir;         /* the dashboard's files; NULL: none found */
 };
 
 /* Bytes of a request body the control plane reads; more is 413. */

@@ -327,8 +327,8 @@ static struct l2_region *region_oldest_idle(struct l2 *l2)
 
 static struct l2_region *region_take(struct l2 *l2)
 {
-	for (uint32_t i = 0; i < l2->nregions; i++)
-		if (l2->regions[i].state == REGION_FREE)
+	for (uint32_t i = 0; i < l2->nregions; i++) /* not one whose header is being zeroed */
+		if (l2->regions[i].state == REGION_FREE && !l2->regions[i].writes)
 			return &l2->regions[i];
 	struct l2_region *r = region_oldest_idle(l2);
 	if (!r)

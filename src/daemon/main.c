@@ -27,6 +27,7 @@
 #include "l2svc.h"
 #include "log.h"
 #include "settings.h"
+#include "webui.h"
 
 /* How often expired leases are swept; leases are ms-granular, this bounds the lag. */
 #define LEASE_SWEEP_MS 50
@@ -406,6 +407,12 @@ int main(int argc, char **argv)
 	d.http_ctx.namespaces = &d.namespaces;
 	d.http_ctx.calls = &d.calls;
 	d.http_ctx.admin_token = d.admin_token;
+	d.http_ctx.web_dir = webui_find_dir(d.cfg.web_dir);
+	if (d.http_ctx.web_dir)
+		log_info("dashboard: serving %s at /", d.http_ctx.web_dir);
+	else
+		log_warn("dashboard: no index.html in %s; / answers 404",
+			 d.cfg.web_dir ? d.cfg.web_dir : KVT_WEBDIR " or the source tree's web/");
 	if (!(d.http = http_start(d.cfg.http_listen, &d.http_ctx, why, sizeof(why)))) {
 		log_error("http %s: %s", d.cfg.http_listen, why);
 		goto out;

@@ -35,6 +35,7 @@ struct kvtd_config {
 	uint64_t l2_size;
 	uint64_t l2_region_size;
 	uint64_t l2_queue_depth;
+	char *web_dir;
 	enum kvt_log_level log_level;
 };
 

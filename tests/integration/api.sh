@@ -184,7 +184,7 @@ if start_daemon "$TMP/l2.log" --l1-size 16MiB --l2-path "$TMP/l2file" --l2-size 
 else
 	not_ok "kvtierd starts with L2"; cat "$TMP/l2.log"
 fi
-"$KVTIERD" --runtime-dir "$TMP/run3" --l2-path "$TMP/no-such-dir/l2" --l2-size 64MiB \
+"$KVTIERD" --runtime-dir "$TMP/run3" --l1-size 16MiB --l2-path "$TMP/no-such-dir/l2" --l2-size 64MiB \
 	>"$TMP/bad.out" 2>&1
 check "an L2 path it cannot create exits non-zero" test $? != 0
 check "and names the path and the cause" grep -q "l2-path $TMP/no-such-dir/l2: No such file or directory" "$TMP/bad.out"

@@ -48,8 +48,8 @@ int daemon_start(struct daemon_fixture *d, const char *const *flags)
 		execv(bin, (char *const *)argv);
 		_exit(127);
 	}
-	/* Wait (at most 20 s) for the "ready:" line and its port. */
-	for (int i = 0; i < 400; i++) {
+	/* Wait (at most 60 s: a loaded CI machine is slow to map L1) for the "ready:" line. */
+	for (int i = 0; i < 1200; i++) {
 		FILE *f = fopen(d->log, "r");
 		char line[512];
 		while (f && fgets(line, sizeof(line), f)) {

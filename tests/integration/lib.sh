@@ -53,7 +53,7 @@ start_daemon() {
 		"$KVTIERD" --runtime-dir "$TMP/run" --http "127.0.0.1:$PORT" "$@" >"$log" 2>&1 &
 		DAEMON_PID=$!
 		i=0
-		while [ $i -lt 200 ]; do
+		while [ $i -lt 1200 ]; do  # at most 60 s: a loaded machine maps L1 slowly
 			if grep -q "ready:" "$log"; then return 0; fi
 			if ! kill -0 "$DAEMON_PID" 2>/dev/null; then break; fi
 			sleep 0.05
