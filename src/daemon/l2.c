@@ -266,19 +266,24 @@ static void io_handle(struct l2 *l2, struct l2_io *io, int res)
 	io_queue(l2, io);
 }
 
+/* Takes one completion off the ring and handles it. */
+static void complete_cqe(struct l2 *l2, struct io_uring_cqe *cqe)
+{
+	struct l2_io *io = io_uring_cqe_get_data(cqe);
+	int res = cqe->res;
+	io_uring_cqe_seen(&l2->ring, cqe);
+	l2->inflight--;
+	io_handle(l2, io, res);
+}
+
 void l2_process(struct l2 *l2)
 {
 	uint64_t ticks;
 	if (read(l2->eventfd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
 		log_warn("l2: eventfd: %s", strerror(errno));
 	struct io_uring_cqe *cqe;
-	while (io_uring_peek_cqe(&l2->ring, &cqe) == 0) {
-		struct l2_io *io = io_uring_cqe_get_data(cqe);
-		int res = cqe->res;
-		io_uring_cqe_seen(&l2->ring, cqe);
-		l2->inflight--;
-		io_handle(l2, io, res);
-	}
+	while (io_uring_peek_cqe(&l2->ring, &cqe) == 0)
+		complete_cqe(l2, cqe);
 	l2_submit(l2);
 }
 
@@ -910,13 +915,8 @@ void l2_close(struct l2 *l2)
 		l2_submit(l2);
 		while (l2->inflight || l2->queued_head) {
 			struct io_uring_cqe *cqe;
-			if (io_uring_wait_cqe(&l2->ring, &cqe) == 0) {
-				struct l2_io *io = io_uring_cqe_get_data(cqe);
-				int res = cqe->res;
-				io_uring_cqe_seen(&l2->ring, cqe);
-				l2->inflight--;
-				io_handle(l2, io, res);
-			}
+			if (io_uring_wait_cqe(&l2->ring, &cqe) == 0)
+				complete_cqe(l2, cqe);
 			l2_submit(l2);
 		}
 		io_uring_queue_exit(&l2->ring);
