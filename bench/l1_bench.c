@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_keys.h"
 #include "l1.h"
 
 static double now_s(void)
@@ -25,15 +26,6 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static struct kvt_key key_of(uint64_t n)
-{
-	struct kvt_key k;
-	uint64_t a = n * UINT64_C(0x9e3779b97f4a7c15), b = ~n * UINT64_C(0xbf58476d1ce4e5b9);
-	memcpy(k.bytes, &a, 8);
-	memcpy(k.bytes + 8, &b, 8);
-	return k;
 }
 
 static void die(const char *what, int err)

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_keys.h"
 #include "l2.h"
 #include "l2fmt.h"
 
@@ -57,15 +58,6 @@ static void die(const char *what, const char *why)
 {
 	fprintf(stderr, "kvtier-l2-bench: %s: %s\n", what, why);
 	exit(1);
-}
-
-static struct kvt_key key_of(uint64_t n)
-{
-	struct kvt_key k;
-	uint64_t a = n * UINT64_C(0x9e3779b97f4a7c15), b = ~n * UINT64_C(0xbf58476d1ce4e5b9);
-	memcpy(k.bytes, &a, 8);
-	memcpy(k.bytes + 8, &b, 8);
-	return k;
 }
 
 /* Waits for completions and handles them. */

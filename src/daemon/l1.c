@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "l1.h"
+#include "owner_stats.h"
 
 /* Buckets made at start, at most; the index doubles past it. */
 #define L1_INDEX_MAX_PRESIZE (UINT64_C(1) << 22)
@@ -36,15 +37,6 @@ struct l1_lease {
 	uint32_t nitems;
 	struct l1_item **items;
 };
-
-#define STAT_ADD(l1, field, n)                                                   \
-	atomic_store_explicit(&(l1)->stats.field,                                \
-			      atomic_load_explicit(&(l1)->stats.field,           \
-						   memory_order_relaxed) + (n),  \
-			      memory_order_relaxed)
-#define STAT_SUB(l1, field, n) STAT_ADD(l1, field, -(uint64_t)(n))
-#define STAT_SET(l1, field, v) \
-	atomic_store_explicit(&(l1)->stats.field, (v), memory_order_relaxed)
 
 static const char *const evict_reason_names[L1_EVICT_NREASONS] = {
 	[L1_EVICT_WATERMARK] = "watermark",

@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "l2.h"
+#include "owner_stats.h"
 #include "l2fmt.h"
 #include "l2dev.h"
 #include "log.h"
@@ -72,16 +73,6 @@ struct l2_write {
 	uint64_t start, end;          /* region-relative */
 	bool owned_block;             /* buf is a header block mapped for this write */
 };
-
-#define STAT_ADD(l2, field, n)                                                  \
-	atomic_store_explicit(&(l2)->stats.field,                               \
-			      atomic_load_explicit(&(l2)->stats.field,          \
-						   memory_order_relaxed) + (n), \
-			      memory_order_relaxed)
-#define STAT_SUB(l2, field, n) STAT_ADD(l2, field, -(uint64_t)(n))
-#define STAT_SET(l2, field, v) \
-	atomic_store_explicit(&(l2)->stats.field, (v), memory_order_relaxed)
-#define STAT_GET(l2, field) atomic_load_explicit(&(l2)->stats.field, memory_order_relaxed)
 
 /* A zeroed block, written over headers to invalidate them. */
 static uint8_t zero_block[L2FMT_BLOCK] __attribute__((aligned(L2FMT_BLOCK)));
