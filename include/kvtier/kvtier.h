@@ -32,6 +32,7 @@ enum kvt_errcode {
 	KVT_EBASE = 4096,
 	KVT_ENSCONFLICT,  /* namespace exists with another block size or TP size */
 	KVT_EALLPINNED,   /* no space: every evictable byte is pinned or leased */
+	KVT_ENOCUDA,      /* CUDA unavailable: built without it, or no GPU or driver visible */
 	KVT_ELAST
 };
 
@@ -118,6 +119,77 @@ int kvt_buffer_register(struct kvt_client *c, int fd, uint64_t size, uint32_t *i
 /* Creates, maps and registers a size-byte buffer; munmap(*addr, size) frees it. */
 int kvt_buffer_create(struct kvt_client *c, uint64_t size, void **addr, uint32_t *index);
 int kvt_buffer_unregister(struct kvt_client *c, uint32_t index);
+
+/* ------------------------------------------------------------------------
+ * GPU staging buffers and the KV-cache kernels. They need a CUDA build and a
+ * visible GPU; otherwise they return -KVT_ENOCUDA. The daemon copies over
+ * PCIe into and out of these buffers and answers once its copy is complete,
+ * so no CUDA event crosses processes: sync a gather before its STORE, start
+ * a restore after its LOAD's answer.
+ * ------------------------------------------------------------------------ */
+
+enum kvt_gpu_kind {
+	KVT_GPU_VMM = 2,  /* cuMemCreate, exported as a POSIX fd: needs only the socket */
+	KVT_GPU_IPC = 3,  /* cudaMalloc + cudaIpcMemHandle_t: needs distinct PIDs */
+};
+
+struct kvt_gpu_buffer {
+	void *ptr;                /* device address */
+	uint64_t size;            /* bytes (VMM: rounded up to the allocation granularity) */
+	uint32_t index;           /* names the buffer in STORE and LOAD */
+	int device;               /* CUDA device ordinal in this process */
+	int kind;                 /* enum kvt_gpu_kind */
+	uint64_t alloc_handle;    /* VMM: the allocation (library-private) */
+};
+
+/*
+ * Allocates size bytes on device, exports them to the daemon and registers
+ * them. -KVT_ENOCUDA when this process or the daemon has no CUDA; -ENODEV
+ * when the daemon does not see the device (match NVIDIA_VISIBLE_DEVICES).
+ */
+int kvt_gpu_buffer_create(struct kvt_client *c, int device, uint64_t size, int kind,
+			  struct kvt_gpu_buffer *out);
+/* Unregisters (when c is not NULL) and frees b; the daemon closes its mapping. */
+int kvt_gpu_buffer_destroy(struct kvt_client *c, struct kvt_gpu_buffer *b);
+/*
+ * Registers size bytes at ptr inside memory the caller got from cudaMalloc
+ * (legacy CUDA IPC: the daemon opens the allocation's handle once and
+ * shares the mapping between registrations). Unregister with
+ * kvt_buffer_unregister before freeing the memory.
+ */
+int kvt_buffer_register_cuda_ipc(struct kvt_client *c, void *ptr, uint64_t size, uint32_t *index);
+
+/*
+ * Where KV blocks live in a paged cache, per layer. A block in staging is
+ * num_layers x planes chunks of chunk_bytes, ordered [layer][plane]; in the
+ * cache, chunk (layer, plane) of block id b is at
+ *   layer_bases[layer] + plane * plane_stride + b * block_stride.
+ * vLLM's per-layer [2][num_blocks][block_tokens][kv_heads][head_dim]:
+ * planes 2, chunk_bytes = block_tokens * kv_heads * head_dim * dtype bytes,
+ * block_stride = chunk_bytes, plane_stride = num_blocks * chunk_bytes.
+ * MLA's latent cache: planes 1. Any dtype: the kernels move bytes.
+ */
+struct kvt_kv_layout {
+	uint32_t num_layers;
+	uint32_t planes;
+	uint64_t chunk_bytes;
+	uint64_t plane_stride;
+	uint64_t block_stride;
+	void *const *layer_bases; /* device memory: num_layers pointers */
+};
+
+/* Bytes of one block in staging: num_layers * planes * chunk_bytes. */
+uint64_t kvt_kv_block_bytes(const struct kvt_kv_layout *layout);
+/*
+ * Scatter nblocks blocks from staging (back to back, kvt_kv_block_bytes
+ * each) into the cache at block_ids (device memory, nblocks int32), or
+ * gather them from the cache into staging; queued on stream (a
+ * cudaStream_t, NULL for the default stream). -EINVAL for a bad layout.
+ */
+int kvt_kv_restore(const struct kvt_kv_layout *layout, const void *staging,
+		   const int32_t *block_ids, uint32_t nblocks, void *stream);
+int kvt_kv_gather(const struct kvt_kv_layout *layout, void *staging, const int32_t *block_ids,
+		  uint32_t nblocks, void *stream);
 
 /* One block of a STORE or LOAD. */
 struct kvt_block {

@@ -38,6 +38,8 @@ enum kvt_role {
 
 enum kvt_buffer_kind {
 	KVT_BUFFER_SHM = 1,      /* a memfd or /dev/shm file, mapped shared */
+	KVT_BUFFER_CUDA_VMM = 2, /* cuMemCreate memory exported as a POSIX fd (SCM_RIGHTS) */
+	KVT_BUFFER_CUDA_IPC = 3, /* a cudaIpcMemHandle_t of the caller's cudaMalloc memory */
 };
 
 /* LOOKUP's lease_ms asking for the daemon's default lease (policy lease_default_ms). */
@@ -60,7 +62,11 @@ enum kvt_buffer_kind {
  *           rep: u64 session, u32 namespace id, u32 max_blocks, u32 max_keys,
  *                u32 max_frame_bytes                            (24)
  * PING      req: empty                      rep: empty
- * REGISTER  req: u64 size, u32 kind, u32 0 + one fd (SCM_RIGHTS)   (16)
+ * REGISTER  req: u64 size, u32 kind, u32 0, then by kind:
+ *                shm:      nothing; one fd (SCM_RIGHTS)              (16)
+ *                cuda_vmm: 16-byte device UUID; one fd (SCM_RIGHTS)  (32)
+ *                cuda_ipc: 16-byte device UUID, 64-byte IPC handle,
+ *                          u64 offset of the buffer in the allocation (104)
  *           rep: u32 buffer index, u32 0                           (8)
  * UNREGISTER req: u32 buffer index, u32 0   rep: empty
  * LOOKUP    req: u32 nkeys, u32 lease_ms, nkeys x 16-byte key
@@ -72,7 +78,11 @@ enum kvt_buffer_kind {
  */
 #define KVT_HELLO_BYTES 32
 #define KVT_HELLO_REPLY_BYTES 24
+#define KVT_UUID_BYTES 16        /* a CUDA device UUID */
+#define KVT_IPC_HANDLE_BYTES 64  /* a cudaIpcMemHandle_t */
 #define KVT_REGISTER_BYTES 16
+#define KVT_REGISTER_VMM_BYTES 32
+#define KVT_REGISTER_IPC_BYTES 104
 #define KVT_BLOCK_ENTRY_BYTES 32
 #define KVT_BLOCK_STATUS_BYTES 8
 

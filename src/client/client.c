@@ -24,6 +24,7 @@
 
 #include "kvtier/kvtier.h"
 #include "kvtier/protocol.h"
+#include "client_internal.h"
 #include "wire.h"
 
 #define SLOT_BITS 16
@@ -389,22 +390,29 @@ unsigned kvt_client_lanes(const struct kvt_client *c)
 
 /* --- buffers --- */
 
-int kvt_buffer_register(struct kvt_client *c, int fd, uint64_t size, uint32_t *index)
+int kvt__buffer_register_kind(struct kvt_client *c, uint32_t kind, uint64_t size,
+			      const void *extra, size_t extra_len, int fd, uint32_t *index)
 {
 	struct lane *l = &c->lanes[0];
+	size_t len = KVT_REGISTER_BYTES + extra_len;
 	pthread_mutex_lock(&l->lock);
-	struct wire_wr w = lane_payload(l, KVT_REGISTER_BYTES);
+	struct wire_wr w = lane_payload(l, len);
 	wire_put_u64(&w, size);
-	wire_put_u32(&w, KVT_BUFFER_SHM);
+	wire_put_u32(&w, kind);
 	wire_put_u32(&w, 0);
+	wire_put_bytes(&w, extra, extra_len);
 	uint8_t reply[8] = {0};
-	int err = lane_call_unlock(l, KVT_OP_REGISTER, KVT_REGISTER_BYTES, fd, reply,
-				   sizeof(reply));
+	int err = lane_call_unlock(l, KVT_OP_REGISTER, len, fd, reply, sizeof(reply));
 	if (err)
 		return err;
 	struct wire_rd r = {reply, sizeof(reply), false};
 	*index = wire_u32(&r);
 	return 0;
+}
+
+int kvt_buffer_register(struct kvt_client *c, int fd, uint64_t size, uint32_t *index)
+{
+	return kvt__buffer_register_kind(c, KVT_BUFFER_SHM, size, NULL, 0, fd, index);
 }
 
 int kvt_buffer_create(struct kvt_client *c, uint64_t size, void **addr, uint32_t *index)

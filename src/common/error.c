@@ -11,6 +11,8 @@ static const char *const kvt_messages[KVT_ELAST - KVT_EBASE] = {
 		"namespace already exists with another block size or tensor-parallel size",
 	[KVT_EALLPINNED - KVT_EBASE] =
 		"no space: every evictable byte is pinned or leased",
+	[KVT_ENOCUDA - KVT_EBASE] =
+		"CUDA unavailable: built without CUDA, or no GPU or driver visible",
 };
 
 const char *kvt_strerror(int err)

@@ -61,6 +61,16 @@ WIRE_GET(32)
 WIRE_GET(64)
 #undef WIRE_GET
 
+/* Copies n bytes out; zeros when the payload is short (r->bad is set). */
+static inline void wire_bytes(struct wire_rd *r, void *dst, size_t n)
+{
+	const uint8_t *p = wire_take(r, n);
+	if (p)
+		memcpy(dst, p, n);
+	else
+		memset(dst, 0, n);
+}
+
 static inline uint8_t wire_u8(struct wire_rd *r)
 {
 	const uint8_t *p = wire_take(r, 1);

@@ -1,6 +1,8 @@
 /* api.c — see api.h. */
 #include "config.h"
 
+#include <ctype.h>
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -106,9 +108,28 @@ static json_t *stats_l2(const struct l2 *l2)
 	return o;
 }
 
+static json_t *stats_gpu(void)
+{
+	json_t *devices = json_array();
+	for (int i = 0; i < gpu_device_count(); i++) {
+		char uuid[41];
+		gpu_device_uuid(i, uuid);
+		json_array_append_new(devices, json_pack("{s:i,s:s}", "index", i, "uuid", uuid));
+	}
+	json_t *o = json_pack("{s:b,s:o,s:I,s:f,s:I}", "built_in", gpu_built_in(), "devices",
+			      devices, "l1_pinned_bytes", (json_int_t)LOAD(gpu_stats.l1_pinned),
+			      "l1_pin_seconds", (double)LOAD(gpu_stats.l1_pin_us) / 1e6,
+			      "mappings_open", (json_int_t)LOAD(gpu_stats.mappings_open));
+#define GPU_JSON(name, help) json_object_set_new(o, #name, json_integer((json_int_t)LOAD(gpu_stats.name)));
+	GPU_COUNTERS(GPU_JSON)
+#undef GPU_JSON
+	return o;
+}
+
 static json_t *get_stats(struct http_ctx *ctx)
 {
-	json_t *o = json_pack("{s:o,s:o}", "l1", stats_l1(ctx->l1), "dataplane", stats_dp(ctx->dp));
+	json_t *o = json_pack("{s:o,s:o,s:o}", "l1", stats_l1(ctx->l1), "dataplane",
+			      stats_dp(ctx->dp), "gpu", stats_gpu());
 	json_object_set_new(o, "l2", ctx->l2 ? stats_l2(&ctx->l2->l2) : json_null());
 	return o;
 }
@@ -463,11 +484,16 @@ static void buffer_json(uint32_t index, const struct stbuf *b, pid_t pid, void *
 	json_t *list = ctx;
 	char owner[32];
 	snprintf(owner, sizeof(owner), "%016llx", (unsigned long long)b->session);
-	json_array_append_new(list, json_pack("{s:I,s:s,s:s,s:I,s:I,s:I}", "index",
-					      (json_int_t)index, "kind", "shm", "owner", owner,
-					      "pid", (json_int_t)pid, "size_bytes",
-					      (json_int_t)b->size, "last_use_ms",
-					      (json_int_t)b->last_use_ms));
+	json_t *o = json_pack("{s:I,s:s,s:s,s:I,s:I,s:I}", "index", (json_int_t)index, "kind",
+			      buffers_kind_name(b->kind), "owner", owner, "pid", (json_int_t)pid,
+			      "size_bytes", (json_int_t)b->size, "last_use_ms",
+			      (json_int_t)b->last_use_ms);
+	if (b->device >= 0) {
+		char uuid[41];
+		gpu_device_uuid(b->device, uuid);
+		json_object_set_new(o, "device", json_string(uuid));
+	}
+	json_array_append_new(list, o);
 }
 
 static void fill_buffers(struct http_ctx *ctx, json_t *list)
@@ -481,6 +507,9 @@ struct buffer_call {
 	const char *path;
 	uint64_t size;
 	uint32_t index;
+	uint8_t device_uuid[KVT_UUID_BYTES];   /* cuda_ipc */
+	uint8_t handle[KVT_IPC_HANDLE_BYTES];
+	uint64_t offset;
 };
 
 static int register_on_loop(void *arg)
@@ -489,30 +518,95 @@ static int register_on_loop(void *arg)
 	return buffers_register_path(&bc->ctx->dp->buffers, bc->pid, bc->path, bc->size);
 }
 
+static int register_ipc_on_loop(void *arg)
+{
+	struct buffer_call *bc = arg;
+	struct gpu_mem m;
+	int err = gpu_open_ipc(bc->device_uuid, bc->handle, bc->offset, bc->size, &m);
+	if (err)
+		return err;
+	int index = buffers_register_gpu(&bc->ctx->dp->buffers, 0, bc->pid, &m);
+	if (index < 0)
+		gpu_close(&m);
+	return index;
+}
+
 static int unregister_on_loop(void *arg)
 {
 	struct buffer_call *bc = arg;
 	return buffers_unregister_any(&bc->ctx->dp->buffers, bc->index);
 }
 
+/* Hex text of exactly n bytes: 0 or -EINVAL. */
+static int parse_hex(const char *text, uint8_t *out, size_t n)
+{
+	if (!text || strlen(text) != 2 * n)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+		if (sscanf(text + 2 * i, "%2x", &v) != 1 || !isxdigit((unsigned char)text[2 * i]) ||
+		    !isxdigit((unsigned char)text[2 * i + 1]))
+			return -EINVAL;
+		out[i] = (uint8_t)v;
+	}
+	return 0;
+}
+
+/* The cuda_ipc fields of a POST /v1/buffers body into bc. */
+static int parse_ipc_fields(json_t *body, struct buffer_call *bc, struct api_error *err)
+{
+	json_t *offset = json_object_get(body, "offset");
+	if (parse_hex(json_string_value(json_object_get(body, "handle")), bc->handle,
+		      KVT_IPC_HANDLE_BYTES))
+		return fail(err, 400, "invalid_field",
+			    "handle: must be the 64-byte cudaIpcMemHandle_t as 128 hex digits");
+	const char *dev = json_string_value(json_object_get(body, "device"));
+	if (!dev || gpu_uuid_parse(dev, bc->device_uuid))
+		return fail(err, 400, "invalid_field",
+			    "device: must be the GPU's UUID, GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx");
+	if (offset && (!json_is_integer(offset) || json_integer_value(offset) < 0))
+		return fail(err, 400, "invalid_field",
+			    "offset: must be the buffer's byte offset in the allocation (>= 0)");
+	bc->offset = offset ? (uint64_t)json_integer_value(offset) : 0;
+	return 0;
+}
+
+static int register_failed(int rc, bool ipc, struct api_error *err)
+{
+	if (rc == -KVT_ENOCUDA)
+		return fail(err, 409, "no_cuda", "%s", kvt_strerror(rc));
+	if (ipc && rc == -ENODEV)
+		return fail(err, 400, "invalid_field", "device: kvtierd sees no GPU with this UUID");
+	if (ipc && rc == -EINVAL)
+		return fail(err, 400, "invalid_field",
+			    "handle: does not open here (another process's live cudaMalloc "
+			    "allocation, from a distinct PID), or offset + size passes its end");
+	if (rc == -EINVAL)
+		return fail(err, 400, "invalid_field",
+			    "path: must name a regular file directly under /dev/shm/ (no link) "
+			    "of at least size bytes");
+	if (rc == -ENOENT || rc == -EACCES)
+		return fail(err, 400, "invalid_field", "path: %s", kvt_strerror(rc));
+	if (rc == -ENOSPC)
+		return fail(err, 409, "too_many_buffers", "the buffer table is full");
+	return fail(err, 500, "internal", "cannot map the buffer: %s", kvt_strerror(rc));
+}
+
 static int post_buffer(struct http_ctx *ctx, json_t *body, json_t **out, struct api_error *err)
 {
-	static const char *const keys[] = {"kind", "path", "size", "pid", "handle", "device", NULL};
+	static const char *const keys[] = {"kind", "path", "size", "pid", "handle", "device",
+					   "offset", NULL};
 	if (!json_is_object(body))
 		return fail(err, 400, "invalid_body", "the body must be a JSON object");
 	if (only_keys(body, "", keys, err))
 		return -1;
 	const char *kind = json_string_value(json_object_get(body, "kind"));
-	if (!kind)
-		return fail(err, 400, "invalid_field", "kind: must be \"shm\" or \"cuda_ipc\"");
-	if (strcmp(kind, "cuda_ipc") == 0)
-		return fail(err, 501, "not_implemented",
-			    "kind: cuda_ipc buffers need the GPU path, which this kvtierd does not have yet");
-	if (strcmp(kind, "shm") != 0)
+	bool ipc = kind && strcmp(kind, "cuda_ipc") == 0;
+	if (!kind || (!ipc && strcmp(kind, "shm") != 0))
 		return fail(err, 400, "invalid_field", "kind: must be \"shm\" or \"cuda_ipc\"");
 	json_t *path = json_object_get(body, "path"), *size = json_object_get(body, "size"),
 	       *pid = json_object_get(body, "pid");
-	if (!json_is_string(path))
+	if (!ipc && !json_is_string(path))
 		return fail(err, 400, "invalid_field", "path: must be a file under /dev/shm/");
 	if (!json_is_integer(size) || json_integer_value(size) <= 0)
 		return fail(err, 400, "invalid_field", "size: must be a positive integer of bytes");
@@ -523,18 +617,12 @@ static int post_buffer(struct http_ctx *ctx, json_t *body, json_t **out, struct 
 	struct buffer_call bc = {.ctx = ctx, .pid = (pid_t)json_integer_value(pid),
 				 .path = json_string_value(path),
 				 .size = (uint64_t)json_integer_value(size)};
-	int rc = loopcall_run(ctx->calls, register_on_loop, &bc);
-	if (rc == -EINVAL)
-		return fail(err, 400, "invalid_field",
-			    "path: must name a regular file directly under /dev/shm/ (no link) "
-			    "of at least size bytes");
-	if (rc == -ENOENT || rc == -EACCES)
-		return fail(err, 400, "invalid_field", "path: %s", kvt_strerror(rc));
-	if (rc == -ENOSPC)
-		return fail(err, 409, "too_many_buffers", "the buffer table is full");
+	if (ipc && parse_ipc_fields(body, &bc, err))
+		return -1;
+	int rc = loopcall_run(ctx->calls, ipc ? register_ipc_on_loop : register_on_loop, &bc);
 	if (rc < 0)
-		return fail(err, 500, "internal", "cannot map the buffer: %s", kvt_strerror(rc));
-	*out = json_pack("{s:i,s:s,s:I,s:I}", "index", rc, "kind", "shm", "pid",
+		return register_failed(rc, ipc, err);
+	*out = json_pack("{s:i,s:s,s:I,s:I}", "index", rc, "kind", kind, "pid",
 			 (json_int_t)bc.pid, "size_bytes", (json_int_t)bc.size);
 	return 0;
 }

@@ -16,6 +16,19 @@
 #define GAUGE_ADD(t, f, n) atomic_fetch_add_explicit(&(t)->f, (n), memory_order_relaxed)
 #define GAUGE_SUB(t, f, n) atomic_fetch_sub_explicit(&(t)->f, (n), memory_order_relaxed)
 
+const char *buffers_kind_name(uint32_t kind)
+{
+	switch (kind) {
+	case KVT_BUFFER_SHM:
+		return "shm";
+	case KVT_BUFFER_CUDA_VMM:
+		return "cuda_vmm";
+	case KVT_BUFFER_CUDA_IPC:
+		return "cuda_ipc";
+	}
+	return "unknown";
+}
+
 int buffers_init(struct buffer_table *t, uint32_t cap)
 {
 	memset(t, 0, sizeof(*t));
@@ -28,7 +41,10 @@ int buffers_init(struct buffer_table *t, uint32_t cap)
 
 static void slot_free(struct stbuf *b)
 {
-	munmap(b->base, b->size);
+	if (b->kind == KVT_BUFFER_SHM)
+		munmap(b->base, b->size);
+	else
+		gpu_close(&b->gpu);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -66,6 +82,18 @@ static int free_slot_for(const struct buffer_table *t, uint64_t session, uint32_
 	return owned >= KVT_MAX_BUFFERS || *slot == t->cap ? -ENOSPC : 0;
 }
 
+static int fill_slot(struct buffer_table *t, uint32_t slot, const struct stbuf *b)
+{
+	t->slots[slot] = *b;
+	t->slots[slot].refs = 1;
+	t->slots[slot].registered = true;
+	GAUGE_ADD(t, registered, 1);
+	GAUGE_ADD(t, registered_bytes, b->size);
+	GAUGE_ADD(t, kind_registered[b->kind], 1);
+	GAUGE_ADD(t, kind_bytes[b->kind], b->size);
+	return (int)slot;
+}
+
 /* Maps fd and fills the slot; the caller has checked the file. */
 static int map_into(struct buffer_table *t, uint32_t slot, int fd, uint64_t size,
 		    uint64_t session, pid_t pid)
@@ -75,11 +103,21 @@ static int map_into(struct buffer_table *t, uint32_t slot, int fd, uint64_t size
 	if (base == MAP_FAILED)
 		return -errno;
 	prefault_touch(base, size);
-	t->slots[slot] = (struct stbuf){.session = session, .pid = pid, .kind = KVT_BUFFER_SHM,
-					.refs = 1, .registered = true, .base = base, .size = size};
-	GAUGE_ADD(t, registered, 1);
-	GAUGE_ADD(t, registered_bytes, size);
-	return (int)slot;
+	return fill_slot(t, slot, &(struct stbuf){.session = session, .pid = pid,
+						  .kind = KVT_BUFFER_SHM, .device = -1,
+						  .base = base, .size = size});
+}
+
+int buffers_register_gpu(struct buffer_table *t, uint64_t session, pid_t pid,
+			 const struct gpu_mem *m)
+{
+	uint32_t slot;
+	int err = free_slot_for(t, session, &slot);
+	if (err)
+		return err;
+	return fill_slot(t, slot, &(struct stbuf){.session = session, .pid = pid,
+						  .kind = m->kind, .device = m->device,
+						  .gpu = *m, .base = m->ptr, .size = m->size});
 }
 
 static bool big_enough(int fd, uint64_t size)
@@ -147,6 +185,8 @@ static void unregister_slot(struct buffer_table *t, struct stbuf *b)
 	b->registered = false;
 	GAUGE_SUB(t, registered, 1);
 	GAUGE_SUB(t, registered_bytes, b->size);
+	GAUGE_SUB(t, kind_registered[b->kind], 1);
+	GAUGE_SUB(t, kind_bytes[b->kind], b->size);
 	buffers_put(b);
 }
 

@@ -19,23 +19,35 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "gpu.h"
+
 struct stbuf {
 	uint64_t session;       /* owning client session; 0 when owned by pid */
 	pid_t pid;              /* owning process, for buffers registered by path */
-	uint32_t kind;
+	uint32_t kind;          /* KVT_BUFFER_* */
+	int device;             /* GPU kinds: the CUDA device; -1 for shm */
+	struct gpu_mem gpu;     /* GPU kinds: the mapping, closed with the slot */
 	uint32_t refs;          /* 1 while registered, plus one per copy in flight; 0: free */
 	bool registered;
-	uint8_t *base;
+	uint8_t *base;          /* host address, or device address (unified) */
 	uint64_t size;
 	uint64_t last_use_ms;
 };
+
+/* Buffer kinds are KVT_BUFFER_SHM .. KVT_BUFFER_CUDA_IPC; index 0 is unused. */
+#define BUFFER_KINDS (KVT_BUFFER_CUDA_IPC + 1)
 
 struct buffer_table {
 	struct stbuf *slots;
 	uint32_t cap;
 	_Atomic uint64_t registered;      /* gauge */
 	_Atomic uint64_t registered_bytes; /* gauge */
+	_Atomic uint64_t kind_registered[BUFFER_KINDS];  /* gauges, by kind */
+	_Atomic uint64_t kind_bytes[BUFFER_KINDS];
 };
+
+/* "shm", "cuda_vmm", "cuda_ipc" (the names of the control plane and metrics). */
+const char *buffers_kind_name(uint32_t kind);
 
 int buffers_init(struct buffer_table *t, uint32_t cap);
 /* Unmaps everything, in use or not: only when no copy can run. */
@@ -55,6 +67,14 @@ int buffers_register_shm(struct buffer_table *t, uint64_t session, int fd, uint6
  * size), -ENOENT, -ENOSPC, or a mapping error.
  */
 int buffers_register_path(struct buffer_table *t, pid_t pid, const char *path, uint64_t size);
+
+/*
+ * Registers GPU memory already mapped (gpu.h) for a session (or, session 0,
+ * for process pid); the slot owns the mapping from then on, closing it on
+ * unregister. On error the caller still owns it: -ENOSPC as above.
+ */
+int buffers_register_gpu(struct buffer_table *t, uint64_t session, pid_t pid,
+			 const struct gpu_mem *m);
 
 /* Who is asking: a client session and its process id. */
 struct buffer_user {

@@ -26,7 +26,21 @@ void copy_batch_finish_one(struct copy_engine *e, struct copy_batch *b)
 
 void copy_batch_seal(struct copy_engine *e, struct copy_batch *b)
 {
-	copy_batch_finish_one(e, b);
+	if (e->ops->seal)
+		e->ops->seal(e, b);
+	else
+		copy_batch_finish_one(e, b);
+}
+
+int copy_engine_base_init(struct copy_engine *e, const struct copy_engine_ops *ops)
+{
+	memset(e, 0, sizeof(*e));
+	e->ops = ops;
+	e->eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (e->eventfd < 0)
+		return -errno;
+	pthread_mutex_init(&e->done_lock, NULL);
+	return 0;
 }
 
 struct copy_batch *copy_engine_reap(struct copy_engine *e)
@@ -145,18 +159,16 @@ static const struct copy_engine_ops host_ops = {
 
 int copy_engine_host_init(struct copy_engine *e, unsigned nthreads, size_t chunk_bytes)
 {
-	memset(e, 0, sizeof(*e));
 	install_sigbus_guard();
-	e->ops = &host_ops;
+	if (copy_engine_base_init(e, &host_ops))
+		return -ENOMEM;
 	e->chunk_bytes = chunk_bytes;
 	e->ring_cap = 1u << 16;
-	e->eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	e->ring = calloc(e->ring_cap, sizeof(*e->ring));
 	e->threads = calloc(nthreads, sizeof(*e->threads));
-	if (e->eventfd < 0 || !e->ring || !e->threads)
+	if (!e->ring || !e->threads)
 		goto fail;
 	pthread_mutex_init(&e->lock, NULL);
-	pthread_mutex_init(&e->done_lock, NULL);
 	pthread_cond_init(&e->not_empty, NULL);
 	pthread_cond_init(&e->not_full, NULL);
 	for (; e->nthreads < nthreads; e->nthreads++)
@@ -172,8 +184,7 @@ int copy_engine_host_init(struct copy_engine *e, unsigned nthreads, size_t chunk
 fail:
 	free(e->ring);
 	free(e->threads);
-	if (e->eventfd >= 0)
-		close(e->eventfd);
+	close(e->eventfd);
 	return -ENOMEM;
 }
 

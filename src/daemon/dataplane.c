@@ -79,6 +79,7 @@ struct dp_req {
 	uint16_t op;
 	uint64_t start_ns;
 	struct stbuf *buf;
+	struct copy_engine *engine;  /* host memcpy for shm buffers, CUDA for GPU ones */
 	uint32_t l2_pending;       /* L2 reads not back, +1 until every block is issued */
 	uint32_t n;
 	struct dp_block blocks[];
@@ -380,6 +381,31 @@ static int op_hello(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *
 	return 0;
 }
 
+/* Takes the oldest fd that came with the connection's frames, or -1. */
+static int take_fd(struct dp_conn *c)
+{
+	if (c->nfds == 0)
+		return -1;
+	int fd = c->fds[0];
+	memmove(c->fds, c->fds + 1, --c->nfds * sizeof(c->fds[0]));
+	return fd;
+}
+
+/* Maps a GPU buffer of reg (fd for cuda_vmm) and registers it for c's session. */
+static int register_gpu(struct dp_conn *c, const struct frame_register *reg, int fd)
+{
+	struct gpu_mem m;
+	int err = reg->kind == KVT_BUFFER_CUDA_VMM
+			  ? gpu_import_vmm(fd, reg->device_uuid, reg->size, &m)
+			  : gpu_open_ipc(reg->device_uuid, reg->ipc_handle, reg->offset, reg->size, &m);
+	if (err)
+		return err;
+	int index = buffers_register_gpu(&c->dp->buffers, c->session->id, 0, &m);
+	if (index < 0)
+		gpu_close(&m);
+	return index;
+}
+
 static int op_register(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p)
 {
 	struct dp *dp = c->dp;
@@ -387,16 +413,20 @@ static int op_register(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 	int err = frame_decode_register(p, h->length, &reg);
 	if (err)
 		return decode_failed(dp, err);
-	if (c->nfds == 0) {
+	int fd = reg.kind == KVT_BUFFER_CUDA_IPC ? -1 : take_fd(c);
+	if (fd < 0 && reg.kind != KVT_BUFFER_CUDA_IPC) {
 		REJECT(dp, bad_buffer);
 		return -EBADF;
 	}
-	int fd = c->fds[0];
-	memmove(c->fds, c->fds + 1, --c->nfds * sizeof(c->fds[0]));
-	int index = reg.kind == KVT_BUFFER_SHM
-			    ? buffers_register_shm(&dp->buffers, c->session->id, fd, reg.size)
-			    : -EOPNOTSUPP;
-	close(fd);
+	int index;
+	if (reg.kind == KVT_BUFFER_SHM)
+		index = buffers_register_shm(&dp->buffers, c->session->id, fd, reg.size);
+	else if (reg.kind == KVT_BUFFER_CUDA_VMM || reg.kind == KVT_BUFFER_CUDA_IPC)
+		index = register_gpu(c, &reg, fd);
+	else
+		index = -EOPNOTSUPP;
+	if (fd >= 0)
+		close(fd);
 	if (index < 0) {
 		REJECT(dp, bad_buffer);
 		return index;
@@ -507,8 +537,9 @@ static bool dp_l2_on(const struct dp *dp)
 /* The request's copies are all queued once its last L2 read is back: seal it. */
 static void l2_reads_settled(struct dp *dp, struct dp_req *r)
 {
+	(void)dp;
 	if (--r->l2_pending == 0)
-		copy_batch_seal(dp->copy, &r->batch);
+		copy_batch_seal(r->engine, &r->batch);
 }
 
 /* Gives back what an L2 read held (slot being filled, bounce buffer). */
@@ -524,7 +555,8 @@ static void l2_block_undo(struct dp *dp, struct dp_block *b)
 static void l2_block_arrived(struct dp *dp, struct dp_req *r, struct dp_block *b)
 {
 	b->length = b->rd.length;
-	copy_add(dp->copy, &r->batch, b->staging, b->promoting ? b->ref.data : b->bounce,
+	(void)dp;
+	copy_add(r->engine, &r->batch, b->staging, b->promoting ? b->ref.data : b->bounce,
 		 b->length);
 }
 
@@ -612,7 +644,8 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 	struct dp_req *r = calloc(1, sizeof(*r) + fb.nblocks * sizeof(r->blocks[0]));
 	if (!r)
 		return -ENOMEM;
-	copy_batch_init(&r->batch);
+	r->engine = buf->kind == KVT_BUFFER_SHM ? dp->copy : dp->gpu_copy;
+	copy_batch_init(&r->batch, buf->device, (unsigned)c->src.fd);
 	r->conn = c;
 	r->id = h->id;
 	r->op = h->op;
@@ -637,7 +670,7 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 			if (err)
 				continue;
 			b->length = blk.length;
-			copy_add(dp->copy, &r->batch, b->ref.data, staging, blk.length);
+			copy_add(r->engine, &r->batch, b->ref.data, staging, blk.length);
 		} else {
 			b->status = l1_load_begin(dp->l1, c->ns, &blk.key, c->rank, &b->ref);
 			if (b->status == -ENOENT && dp_l2_on(dp)) {
@@ -653,7 +686,7 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 				continue;
 			}
 			b->length = b->ref.length;
-			copy_add(dp->copy, &r->batch, staging, b->ref.data, b->ref.length);
+			copy_add(r->engine, &r->batch, staging, b->ref.data, b->ref.length);
 		}
 		b->pinned = true;
 	}
@@ -722,16 +755,28 @@ static void req_complete(struct dp *dp, struct dp_req *r)
 	conn_release_if_done(c);
 }
 
-static void on_copies_done(struct loop_source *src, uint32_t events)
+static void complete_reaped(struct dp *dp, struct copy_engine *e)
 {
-	(void)events;
-	struct dp *dp = (struct dp *)((char *)src - offsetof(struct dp, copy_src));
-	struct copy_batch *b = copy_engine_reap(dp->copy);
+	struct copy_batch *b = copy_engine_reap(e);
 	while (b) {
 		struct copy_batch *next = b->next_done;
 		req_complete(dp, (struct dp_req *)b);
 		b = next;
 	}
+}
+
+static void on_copies_done(struct loop_source *src, uint32_t events)
+{
+	(void)events;
+	struct dp *dp = (struct dp *)((char *)src - offsetof(struct dp, copy_src));
+	complete_reaped(dp, dp->copy);
+}
+
+static void on_gpu_copies_done(struct loop_source *src, uint32_t events)
+{
+	(void)events;
+	struct dp *dp = (struct dp *)((char *)src - offsetof(struct dp, gpu_copy_src));
+	complete_reaped(dp, dp->gpu_copy);
 }
 
 /* --- frames --- */
@@ -981,13 +1026,15 @@ fail: {
 }
 
 int dp_open(struct dp *dp, const struct dp_config *cfg, int epfd, struct l1 *l1,
-	    struct ns_registry *namespaces, struct copy_engine *copy, char *why, size_t whylen)
+	    struct ns_registry *namespaces, struct copy_engine *copy, struct copy_engine *gpu_copy,
+	    char *why, size_t whylen)
 {
 	memset(dp, 0, sizeof(*dp));
 	dp->epfd = epfd;
 	dp->l1 = l1;
 	dp->namespaces = namespaces;
 	dp->copy = copy;
+	dp->gpu_copy = gpu_copy;
 	dp->max_connections = cfg->max_connections;
 	dp->max_leases_per_client = cfg->max_leases_per_client;
 	dp->lease_default_ms = cfg->lease_default_ms;
@@ -1004,8 +1051,11 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, int epfd, struct l1 *l1,
 	}
 	dp->listen_src = (struct loop_source){.fd = fd, .on_event = on_accept};
 	dp->copy_src = (struct loop_source){.fd = copy->eventfd, .on_event = on_copies_done};
+	dp->gpu_copy_src = (struct loop_source){.fd = gpu_copy ? gpu_copy->eventfd : -1,
+						.on_event = on_gpu_copies_done};
 	if ((err = loop_ctl(epfd, EPOLL_CTL_ADD, &dp->listen_src, EPOLLIN)) ||
-	    (err = loop_ctl(epfd, EPOLL_CTL_ADD, &dp->copy_src, EPOLLIN))) {
+	    (err = loop_ctl(epfd, EPOLL_CTL_ADD, &dp->copy_src, EPOLLIN)) ||
+	    (gpu_copy && (err = loop_ctl(epfd, EPOLL_CTL_ADD, &dp->gpu_copy_src, EPOLLIN)))) {
 		snprintf(why, whylen, "epoll: %s", kvt_strerror(err));
 		close(fd);
 		unlink(cfg->socket_path);
@@ -1027,13 +1077,19 @@ void dp_close(struct dp *dp)
 	}
 	/* Let L2 reads and copies in flight finish, then complete their requests. */
 	while (dp->conns) {
-		struct pollfd pfd[2] = {{.fd = dp->copy_src.fd, .events = POLLIN},
-					{.fd = dp->l2 ? l2_event_fd(dp->l2) : -1, .events = POLLIN}};
-		(void)poll(pfd, 2, 100);
+		struct pollfd pfd[3] = {{.fd = dp->copy_src.fd, .events = POLLIN},
+					{.fd = dp->l2 ? l2_event_fd(dp->l2) : -1, .events = POLLIN},
+					{.fd = dp->gpu_copy ? dp->gpu_copy->eventfd : -1,
+					 .events = POLLIN}};
+		(void)poll(pfd, 3, 100);
 		if (dp->l2)
 			l2_process(dp->l2);
-		on_copies_done(&dp->copy_src, POLLIN);
+		complete_reaped(dp, dp->copy);
+		if (dp->gpu_copy)
+			complete_reaped(dp, dp->gpu_copy);
 	}
 	epoll_ctl(dp->epfd, EPOLL_CTL_DEL, dp->copy_src.fd, NULL);
+	if (dp->gpu_copy)
+		epoll_ctl(dp->epfd, EPOLL_CTL_DEL, dp->gpu_copy_src.fd, NULL);
 	buffers_destroy(&dp->buffers);
 }

@@ -35,6 +35,7 @@ struct dp {
 	int epfd;
 	struct loop_source listen_src;
 	struct loop_source copy_src;
+	struct loop_source gpu_copy_src;
 	char socket_path[108];
 	uint32_t max_connections;
 	uint32_t max_leases_per_client;
@@ -43,7 +44,8 @@ struct dp {
 	struct l2 *l2;               /* NULL without L2; set by the daemon */
 	bool l2_evict;               /* mode evict: LOADs read L1 misses from L2; policy */
 	struct ns_registry *namespaces;
-	struct copy_engine *copy;
+	struct copy_engine *copy;     /* memcpy: shm buffers */
+	struct copy_engine *gpu_copy; /* CUDA: GPU buffers; NULL without a GPU */
 	struct buffer_table buffers;
 	struct dp_session *sessions;
 	struct dp_conn *conns;
@@ -54,11 +56,11 @@ struct dp {
 /*
  * Binds and listens on cfg->socket_path (refusing when another daemon
  * answers there, replacing a stale socket file) and adds the listener and
- * the copy engine's eventfd to epfd. 0 or -errno with the reason in why.
+ * the copy engines' eventfds to epfd (gpu_copy may be NULL). 0 or -errno with the reason in why.
  */
 int dp_open(struct dp *dp, const struct dp_config *cfg, int epfd, struct l1 *l1,
-	    struct ns_registry *namespaces, struct copy_engine *copy, char *why,
-	    size_t whylen);
+	    struct ns_registry *namespaces, struct copy_engine *copy, struct copy_engine *gpu_copy,
+	    char *why, size_t whylen);
 /* Closes every connection and the listener; waits for copies in flight. */
 void dp_close(struct dp *dp);
 

@@ -64,6 +64,12 @@ int frame_decode_register(const uint8_t *p, size_t n, struct frame_register *out
 	out->size = wire_u64(&r);
 	out->kind = wire_u32(&r);
 	(void)wire_u32(&r);
+	if (out->kind == KVT_BUFFER_CUDA_VMM || out->kind == KVT_BUFFER_CUDA_IPC)
+		wire_bytes(&r, out->device_uuid, KVT_UUID_BYTES);
+	if (out->kind == KVT_BUFFER_CUDA_IPC) {
+		wire_bytes(&r, out->ipc_handle, KVT_IPC_HANDLE_BYTES);
+		out->offset = wire_u64(&r);
+	}
 	return r.bad || r.left ? -EBADMSG : 0;
 }
 

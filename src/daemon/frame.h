@@ -29,6 +29,9 @@ struct frame_hello {
 struct frame_register {
 	uint64_t size;
 	uint32_t kind;
+	uint8_t device_uuid[KVT_UUID_BYTES];       /* GPU kinds */
+	uint8_t ipc_handle[KVT_IPC_HANDLE_BYTES];  /* cuda_ipc */
+	uint64_t offset;                           /* cuda_ipc: in the allocation */
 };
 
 struct frame_lookup {

@@ -3,29 +3,17 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "gpu.h"
+#include "kvtier/kvtier.h"
+#include "kvtier/protocol.h"
 
-#ifdef HAVE_CUDA
-#include <cuda_runtime_api.h>
+struct gpu_stats gpu_stats;
 
-int gpu_device_count(char *why, size_t whylen)
-{
-	int n = 0;
-	cudaError_t rc = cudaGetDeviceCount(&n);
-	if (rc != cudaSuccess) {
-		snprintf(why, whylen, "%s (%s)", cudaGetErrorString(rc), cudaGetErrorName(rc));
-		return -ENODEV;
-	}
-	return n;
-}
-#else
-int gpu_device_count(char *why, size_t whylen)
-{
-	snprintf(why, whylen, "kvtierd was built without CUDA");
-	return -ENOTSUP;
-}
-#endif
+#define STAT_INC(f) atomic_fetch_add_explicit(&gpu_stats.f, 1, memory_order_relaxed)
+#define STAT_DEC(f) atomic_fetch_sub_explicit(&gpu_stats.f, 1, memory_order_relaxed)
 
 bool gpu_built_in(void)
 {
@@ -35,3 +23,336 @@ bool gpu_built_in(void)
 	return false;
 #endif
 }
+
+void gpu_uuid_format(const uint8_t u[KVT_UUID_BYTES], char out[41])
+{
+	snprintf(out, 41,
+		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+		 u[13], u[14], u[15]);
+}
+
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int gpu_uuid_parse(const char *text, uint8_t uuid[KVT_UUID_BYTES])
+{
+	if (strncmp(text, "GPU-", 4) == 0)
+		text += 4;
+	/* 8-4-4-4-12 hex digits: dashes after the 4th, 6th, 8th and 10th byte. */
+	for (unsigned i = 0; i < KVT_UUID_BYTES; i++) {
+		if ((i == 4 || i == 6 || i == 8 || i == 10) && *text++ != '-')
+			return -EINVAL;
+		int hi = hex_value(text[0]), lo = hi < 0 ? -1 : hex_value(text[1]);
+		if (lo < 0)
+			return -EINVAL;
+		uuid[i] = (uint8_t)(hi << 4 | lo);
+		text += 2;
+	}
+	return *text ? -EINVAL : 0;
+}
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "cudrv.h"
+
+#define MAX_DEVICES 64
+
+static int ndevices;
+static uint8_t device_uuids[MAX_DEVICES][KVT_UUID_BYTES];
+static const struct kvt_cudrv *drv;
+
+int gpu_init(char *why, size_t whylen)
+{
+	int n = 0;
+	cudaError_t rc = cudaGetDeviceCount(&n);
+	if (rc != cudaSuccess) {
+		snprintf(why, whylen, "%s (%s)", cudaGetErrorString(rc), cudaGetErrorName(rc));
+		return -KVT_ENOCUDA;
+	}
+	int err = 0;
+	if (n > 0 && !(drv = kvt_cudrv(&err))) {
+		snprintf(why, whylen, "the CUDA driver lacks the virtual memory API");
+		return err;
+	}
+	for (int i = 0; i < n && i < MAX_DEVICES; i++) {
+		struct cudaDeviceProp prop;
+		if (cudaGetDeviceProperties(&prop, i) == cudaSuccess)
+			memcpy(device_uuids[i], prop.uuid.bytes, KVT_UUID_BYTES);
+	}
+	ndevices = n < MAX_DEVICES ? n : MAX_DEVICES;
+	if (n == 0)
+		snprintf(why, whylen, "no CUDA device visible");
+	return ndevices;
+}
+
+int gpu_device_count(void)
+{
+	return ndevices;
+}
+
+void gpu_device_uuid(int device, char out[41])
+{
+	gpu_uuid_format(device_uuids[device], out);
+}
+
+int gpu_device_by_uuid(const uint8_t uuid[KVT_UUID_BYTES])
+{
+	if (!ndevices)
+		return -KVT_ENOCUDA;
+	for (int i = 0; i < ndevices; i++)
+		if (memcmp(device_uuids[i], uuid, KVT_UUID_BYTES) == 0)
+			return i;
+	return -ENODEV;
+}
+
+int gpu_use_device(int device)
+{
+	/* cudaSetDevice initialises the primary context and makes it current. */
+	return cudaSetDevice(device) == cudaSuccess ? 0 : -ENODEV;
+}
+
+int gpu_pin_host(void *base, size_t size, char *why, size_t whylen)
+{
+	if (!ndevices)
+		return -KVT_ENOCUDA;
+	gpu_use_device(0);
+	cudaError_t rc = cudaHostRegister(base, size, cudaHostRegisterPortable);
+	if (rc != cudaSuccess) {
+		snprintf(why, whylen, "%s (%s)", cudaGetErrorString(rc), cudaGetErrorName(rc));
+		cudaGetLastError(); /* not sticky: clear it for later calls */
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void gpu_unpin_host(void *base)
+{
+	gpu_use_device(0);
+	cudaHostUnregister(base);
+}
+
+/* One mapping, shared by every buffer that names it (IPC) or owned by one (VMM). */
+struct mapping {
+	struct mapping *next;
+	uint32_t kind;
+	int device;
+	unsigned users;
+	uint8_t *base;           /* the whole mapping */
+	uint64_t size;
+	CUmemGenericAllocationHandle handle;            /* VMM */
+	uint8_t ipc_handle[KVT_IPC_HANDLE_BYTES];       /* IPC: the cache key */
+};
+
+static struct mapping *ipc_mappings; /* open IPC mappings, loop thread */
+
+static void mapping_opened(struct gpu_mem *out, struct mapping *m, uint64_t offset,
+			   uint64_t size)
+{
+	m->users++;
+	*out = (struct gpu_mem){.ptr = m->base + offset, .size = size, .device = m->device,
+				.kind = m->kind, .priv = m};
+	STAT_INC(mappings_opened);
+	atomic_fetch_add_explicit(&gpu_stats.mappings_open, 1, memory_order_relaxed);
+}
+
+static int device_for(const uint8_t uuid[KVT_UUID_BYTES])
+{
+	int dev = gpu_device_by_uuid(uuid);
+	return dev < 0 ? dev : gpu_use_device(dev) ? -ENODEV : dev;
+}
+
+int gpu_import_vmm(int fd, const uint8_t uuid[KVT_UUID_BYTES], uint64_t size,
+		   struct gpu_mem *out)
+{
+	int dev = device_for(uuid);
+	if (dev < 0)
+		return dev;
+	struct mapping *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	CUresult rc = drv->mem_import(&m->handle, (void *)(intptr_t)fd,
+				      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	if (rc != CUDA_SUCCESS) {
+		free(m);
+		return -EINVAL;
+	}
+	CUdeviceptr ptr;
+	int err = kvt_cudrv_map(drv, m->handle, size, dev, &ptr);
+	if (err) { /* most often: size is not the allocation's */
+		drv->mem_release(m->handle);
+		free(m);
+		return err == -ENOMEM ? err : -EINVAL;
+	}
+	m->kind = KVT_BUFFER_CUDA_VMM;
+	m->device = dev;
+	m->base = (uint8_t *)(uintptr_t)ptr;
+	m->size = size;
+	mapping_opened(out, m, 0, size);
+	return 0;
+}
+
+static struct mapping *ipc_find(const uint8_t handle[KVT_IPC_HANDLE_BYTES], int dev)
+{
+	for (struct mapping *m = ipc_mappings; m; m = m->next)
+		if (m->device == dev && memcmp(m->ipc_handle, handle, KVT_IPC_HANDLE_BYTES) == 0)
+			return m;
+	return NULL;
+}
+
+static int ipc_open(const uint8_t handle[KVT_IPC_HANDLE_BYTES], int dev, struct mapping **out)
+{
+	struct mapping *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	cudaIpcMemHandle_t h;
+	memcpy(h.reserved, handle, sizeof(h.reserved));
+	void *base;
+	if (cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
+		cudaGetLastError();
+		free(m);
+		return -EINVAL; /* not a handle, its process gone, or the same PID namespace */
+	}
+	CUdeviceptr range_base;
+	size_t range_size;
+	if (drv->mem_address_range(&range_base, &range_size, (CUdeviceptr)(uintptr_t)base)) {
+		cudaIpcCloseMemHandle(base);
+		free(m);
+		return -EINVAL;
+	}
+	m->kind = KVT_BUFFER_CUDA_IPC;
+	m->device = dev;
+	m->base = base;
+	m->size = range_size - ((uintptr_t)base - range_base);
+	memcpy(m->ipc_handle, handle, KVT_IPC_HANDLE_BYTES);
+	m->next = ipc_mappings;
+	ipc_mappings = m;
+	*out = m;
+	return 0;
+}
+
+static void ipc_unlink(struct mapping *m)
+{
+	for (struct mapping **p = &ipc_mappings; *p; p = &(*p)->next)
+		if (*p == m) {
+			*p = m->next;
+			return;
+		}
+}
+
+int gpu_open_ipc(const uint8_t uuid[KVT_UUID_BYTES], const uint8_t handle[KVT_IPC_HANDLE_BYTES],
+		 uint64_t offset, uint64_t size, struct gpu_mem *out)
+{
+	int dev = device_for(uuid);
+	if (dev < 0)
+		return dev;
+	struct mapping *m = ipc_find(handle, dev);
+	if (m) {
+		STAT_INC(ipc_cache_hits);
+	} else {
+		int err = ipc_open(handle, dev, &m);
+		if (err)
+			return err;
+	}
+	if (size == 0 || offset > m->size || size > m->size - offset) {
+		if (!m->users) {
+			ipc_unlink(m);
+			cudaIpcCloseMemHandle(m->base);
+			free(m);
+		}
+		return -EINVAL;
+	}
+	mapping_opened(out, m, offset, size);
+	return 0;
+}
+
+void gpu_close(struct gpu_mem *g)
+{
+	struct mapping *m = g->priv;
+	STAT_INC(mappings_closed);
+	STAT_DEC(mappings_open);
+	if (--m->users)
+		return;
+	gpu_use_device(m->device);
+	if (m->kind == KVT_BUFFER_CUDA_IPC) {
+		ipc_unlink(m);
+		cudaIpcCloseMemHandle(m->base);
+	} else {
+		kvt_cudrv_unmap(drv, (CUdeviceptr)(uintptr_t)m->base, m->size);
+		drv->mem_release(m->handle);
+	}
+	free(m);
+}
+
+#else /* !HAVE_CUDA */
+
+int gpu_init(char *why, size_t whylen)
+{
+	snprintf(why, whylen, "kvtierd was built without CUDA");
+	return -KVT_ENOCUDA;
+}
+
+int gpu_device_count(void)
+{
+	return 0;
+}
+
+void gpu_device_uuid(int device, char out[41])
+{
+	(void)device;
+	out[0] = '\0';
+}
+
+int gpu_device_by_uuid(const uint8_t uuid[KVT_UUID_BYTES])
+{
+	(void)uuid;
+	return -KVT_ENOCUDA;
+}
+
+int gpu_use_device(int device)
+{
+	(void)device;
+	return -KVT_ENOCUDA;
+}
+
+int gpu_pin_host(void *base, size_t size, char *why, size_t whylen)
+{
+	(void)base;
+	(void)size;
+	snprintf(why, whylen, "kvtierd was built without CUDA");
+	return -KVT_ENOCUDA;
+}
+
+void gpu_unpin_host(void *base)
+{
+	(void)base;
+}
+
+int gpu_import_vmm(int fd, const uint8_t uuid[KVT_UUID_BYTES], uint64_t size,
+		   struct gpu_mem *out)
+{
+	(void)fd, (void)uuid, (void)size, (void)out;
+	return -KVT_ENOCUDA;
+}
+
+int gpu_open_ipc(const uint8_t uuid[KVT_UUID_BYTES], const uint8_t handle[KVT_IPC_HANDLE_BYTES],
+		 uint64_t offset, uint64_t size, struct gpu_mem *out)
+{
+	(void)uuid, (void)handle, (void)offset, (void)size, (void)out;
+	return -KVT_ENOCUDA;
+}
+
+void gpu_close(struct gpu_mem *m)
+{
+	(void)m;
+}
+#endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -33,6 +34,8 @@
 #define LEASE_SWEEP_MS 50
 /* Copies are cut into chunks of this size so one big block spreads over threads. */
 #define COPY_CHUNK_BYTES (2u << 20)
+/* CUDA streams per device: batches of different lanes spread over them. */
+#define CUDA_STREAMS_PER_DEVICE 8
 /* Leases one client may hold at once. */
 #define MAX_LEASES_PER_CLIENT 4096
 
@@ -43,8 +46,9 @@ struct kvtd {
 	struct l1 l1;
 	struct l2svc l2;
 	struct ns_registry namespaces;
-	struct copy_engine copy;
-	bool copy_open, dp_open;
+	struct copy_engine copy, gpu_copy;
+	bool copy_open, gpu_copy_open, dp_open;
+	bool l1_pinned;
 	struct dp dp;
 	struct http_ctx http_ctx;
 	struct http_server *http;
@@ -133,17 +137,64 @@ static int open_l1(struct kvtd *d)
 	return 0;
 }
 
-static void log_gpu(void)
+/* A warning when the memlock limit is below what pinning L1 takes. */
+static void check_memlock(uint64_t bytes)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= bytes)
+		return;
+	char have[64], need[64];
+	kvt_format_size(rl.rlim_cur, have, sizeof(have));
+	kvt_format_size(bytes, need, sizeof(need));
+	log_warn("l1: the memlock limit is %s, pinning L1 needs %s; if pinning fails, raise it "
+		 "(ulimit -l, LimitMEMLOCK= in systemd, the container's memlock ulimit)",
+		 have, need);
+}
+
+/* Pins the L1 arena for DMA so GPU copies run at PCIe speed (DESIGN.md: 1/8 when pageable). */
+static int pin_l1(struct kvtd *d)
+{
+	struct arena *a = &d->l1.arena;
+	check_memlock(a->size);
+	struct timespec start;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	char why[256], size[64];
+	kvt_format_size(a->size, size, sizeof(size));
+	int err = gpu_pin_host(a->base, a->size, why, sizeof(why));
+	if (err) {
+		log_error("l1: cannot pin %s for DMA: %s; raise the memlock limit or free memory, "
+			  "or run with --l1-pin false (GPU copies then run at pageable speed)",
+			  size, why);
+		return err;
+	}
+	double ms = elapsed_ms(&start);
+	d->l1_pinned = true;
+	atomic_store(&gpu_stats.l1_pinned, a->size);
+	atomic_store(&gpu_stats.l1_pin_us, (uint64_t)(ms * 1000.0));
+	log_info("l1: %s pinned for DMA in %.1f ms", size, ms);
+	return 0;
+}
+
+/* Finds the GPUs; with any, pins L1 (unless told not to). */
+static int open_gpu(struct kvtd *d)
 {
 	char why[256];
-	int n = gpu_device_count(why, sizeof(why));
-	if (n > 0)
-		log_info("cuda: %d device(s)", n);
-	else if (n == 0)
-		log_info("cuda: no device; GPU staging buffers are refused, host paths run");
-	else
+	int n = gpu_init(why, sizeof(why));
+	if (n <= 0) {
 		log_info("cuda: unavailable: %s; GPU staging buffers are refused, host paths run",
 			 why);
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		char uuid[41];
+		gpu_device_uuid(i, uuid);
+		log_info("cuda: device %d %s", i, uuid);
+	}
+	if (!d->cfg.l1_pin) {
+		log_warn("l1: not pinned (l1-pin false): GPU copies run at pageable speed");
+		return 0;
+	}
+	return pin_l1(d);
 }
 
 static void on_signal(struct loop_source *src, uint32_t events);
@@ -223,6 +274,15 @@ static int open_dataplane(struct kvtd *d)
 		return err;
 	}
 	d->copy_open = true;
+	if (gpu_device_count() > 0) {
+		err = copy_engine_cuda_init(&d->gpu_copy, (unsigned)gpu_device_count(),
+					    CUDA_STREAMS_PER_DEVICE);
+		if (err) {
+			log_error("cuda copy engine: %s", kvt_strerror(err));
+			return err;
+		}
+		d->gpu_copy_open = true;
+	}
 	struct dp_config dc = {
 		.socket_path = d->cfg.socket_path,
 		.max_connections = (uint32_t)d->cfg.max_connections,
@@ -230,7 +290,8 @@ static int open_dataplane(struct kvtd *d)
 		.lease_default_ms = (uint32_t)d->cfg.lease_default_ms,
 	};
 	char why[512];
-	err = dp_open(&d->dp, &dc, d->epfd, &d->l1, &d->namespaces, &d->copy, why, sizeof(why));
+	err = dp_open(&d->dp, &dc, d->epfd, &d->l1, &d->namespaces, &d->copy,
+		     d->gpu_copy_open ? &d->gpu_copy : NULL, why, sizeof(why));
 	if (err) {
 		log_error("data plane: %s", why);
 		return err;
@@ -336,6 +397,10 @@ static void close_all(struct kvtd *d)
 	l2svc_close(&d->l2);
 	if (d->copy_open)
 		copy_engine_destroy(&d->copy);
+	if (d->gpu_copy_open)
+		copy_engine_destroy(&d->gpu_copy);
+	if (d->l1_pinned)
+		gpu_unpin_host(d->l1.arena.base);
 	if (d->l1.arena.base)
 		l1_destroy(&d->l1);
 	ns_registry_destroy(&d->namespaces);
@@ -386,9 +451,8 @@ int main(int argc, char **argv)
 	log_info("kvtierd %s starting (pid %d)", kvt_version(), (int)getpid());
 
 	int rc = 1;
-	if (prepare_runtime_dir(&d.cfg) || open_l1(&d))
+	if (prepare_runtime_dir(&d.cfg) || open_l1(&d) || open_gpu(&d))
 		goto out;
-	log_gpu();
 	if (open_loop(&d)) {
 		log_error("event loop: %s", strerror(errno));
 		goto out;

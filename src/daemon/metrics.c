@@ -163,12 +163,33 @@ static void render_dp(FILE *f, const struct dp *dp)
 		one(f, metric, type, help, LOAD(st->field));
 	DP_TOTALS(DP_TOTAL_METRIC)
 #undef DP_TOTAL_METRIC
+	const struct buffer_table *bt = &dp->buffers;
+	char label[32];
 	family(f, "kvtier_buffers_registered", "gauge", "Staging buffers registered, by kind.");
-	sample(f, "kvtier_buffers_registered", "kind=\"shm\"", LOAD(dp->buffers.registered));
+	for (uint32_t k = KVT_BUFFER_SHM; k < BUFFER_KINDS; k++) {
+		snprintf(label, sizeof(label), "kind=\"%s\"", buffers_kind_name(k));
+		sample(f, "kvtier_buffers_registered", label, LOAD(bt->kind_registered[k]));
+	}
 	family(f, "kvtier_buffers_registered_bytes", "gauge",
 	       "Bytes of staging buffers registered, by kind.");
-	sample(f, "kvtier_buffers_registered_bytes", "kind=\"shm\"",
-	       LOAD(dp->buffers.registered_bytes));
+	for (uint32_t k = KVT_BUFFER_SHM; k < BUFFER_KINDS; k++) {
+		snprintf(label, sizeof(label), "kind=\"%s\"", buffers_kind_name(k));
+		sample(f, "kvtier_buffers_registered_bytes", label, LOAD(bt->kind_bytes[k]));
+	}
+}
+
+static void render_gpu(FILE *f)
+{
+	one(f, "kvtier_gpu_devices", "gauge", "CUDA devices this kvtierd uses.",
+	    (uint64_t)gpu_device_count());
+	one(f, "kvtier_l1_pinned_bytes", "gauge", "Bytes of L1 pinned for DMA.",
+	    LOAD(gpu_stats.l1_pinned));
+	one(f, "kvtier_gpu_mappings_open", "gauge", "GPU staging mappings open.",
+	    LOAD(gpu_stats.mappings_open));
+#define GPU_METRIC(name, help) \
+	one(f, "kvtier_gpu_" #name "_total", "counter", help ".", LOAD(gpu_stats.name));
+	GPU_COUNTERS(GPU_METRIC)
+#undef GPU_METRIC
 }
 
 char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct dp *dp, size_t *len)
@@ -190,6 +211,7 @@ char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct dp *
 	if (l2)
 		render_l2(f, &t);
 	render_dp(f, dp);
+	render_gpu(f);
 	if (fclose(f)) {
 		free(buf);
 		return NULL;

@@ -60,6 +60,8 @@ static const struct option_def options[] = {
 	 false, "SIZE", "L1 region size: the largest block that fits, and the unit that moves between block sizes"},
 	{"l1-hugepages", 0, OPT_BOOL, OFF(l1_hugepages), "false", NULL, 0, 0, false, NULL,
 	 "back L1 with hugetlb pages when available (else transparent hugepages)"},
+	{"l1-pin", 0, OPT_BOOL, OFF(l1_pin), "true", NULL, 0, 0, false, NULL,
+	 "pin L1 for DMA (cudaHostRegister) when a GPU is present; failing to pin stops the daemon"},
 	{"l1-high-watermark", 0, OPT_FRACTION, OFF(l1_high_watermark), "0.95", NULL, 0, 0,
 	 true, "FRACTION", "L1 usage that starts eviction; 1 turns watermark eviction off"},
 	{"l1-low-watermark", 0, OPT_FRACTION, OFF(l1_low_watermark), "0.90", NULL, 0, 0,
@@ -410,7 +412,7 @@ static void build_long_options(struct option *lo)
 	size_t n = 0;
 	for (size_t i = 0; i < NOPTIONS; i++)
 		lo[n++] = (struct option){options[i].name,
-					  options[i].type == OPT_BOOL ? no_argument
+					  options[i].type == OPT_BOOL ? optional_argument
 								      : required_argument,
 					  NULL, (int)i};
 	lo[n++] = (struct option){"help", no_argument, NULL, OPT_HELP_ID};
@@ -538,9 +540,10 @@ void kvtd_config_print_help(const char *prog, FILE *out)
 	for (size_t i = 0; i < NOPTIONS; i++) {
 		const struct option_def *o = &options[i];
 		char left[64];
+		const char *arg = o->type == OPT_BOOL ? "[=BOOL]" : o->metavar ? " " : "";
 		snprintf(left, sizeof(left), "%c%c%c --%s%s%s", o->short_name ? '-' : ' ',
 			 o->short_name ? o->short_name : ' ', o->short_name ? ',' : ' ', o->name,
-			 o->metavar ? " " : "", o->metavar ? o->metavar : "");
+			 arg, o->metavar ? o->metavar : "");
 		fprintf(out, "  %-32s %s\n", left, o->help);
 		const char *def = o->def_help ? o->def_help : o->def;
 		fprintf(out, "  %-32s   (default: %s%s)\n", "", def ? def : "none",
@@ -550,7 +553,8 @@ void kvtd_config_print_help(const char *prog, FILE *out)
 	fprintf(out, "  %-32s %s\n", "-V, --version", "show the version and exit");
 	fprintf(out,
 		"\nSIZE is bytes, or a whole number with KiB, MiB, GiB, TiB (binary) or\n"
-		"KB, MB, GB, TB (decimal). Signals: SIGTERM and SIGINT stop the daemon;\n"
+		"KB, MB, GB, TB (decimal). BOOL is true or false; a switch alone means\n"
+		"true. Signals: SIGTERM and SIGINT stop the daemon;\n"
 		"SIGHUP rereads the config file and applies the options marked above.\n"
 		"See kvtierd(8).\n");
 }

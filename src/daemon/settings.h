@@ -24,6 +24,7 @@ struct kvtd_config {
 	uint64_t l1_size;
 	uint64_t l1_region_size;
 	bool l1_hugepages;
+	bool l1_pin;
 	double l1_high_watermark;
 	double l1_low_watermark;
 	uint64_t max_connections;

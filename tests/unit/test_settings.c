@@ -82,7 +82,8 @@ static void test_flags(void **state)
 	struct loaded l;
 	const char *args[] = {"-s", "/tmp/x.sock", "--http", "[::1]:9000", "--l1-size",
 			      "256MiB", "--l1-hugepages", "--l1-low-watermark=0.5",
-			      "--log-level", "debug", "--runtime-dir", "/tmp/rt", NULL};
+			      "--log-level", "debug", "--runtime-dir", "/tmp/rt", "--l1-pin=false",
+			      NULL};
 	load(&l, args);
 	assert_int_equal(l.rc, 0);
 	assert_string_equal(l.cfg.socket_path, "/tmp/x.sock");
@@ -90,9 +91,15 @@ static void test_flags(void **state)
 	assert_int_equal(l.cfg.l1_size, UINT64_C(256) << 20);
 	assert_int_equal(l.cfg.l1_region_size, UINT64_C(16) << 20); /* 256 MiB / 16 */
 	assert_true(l.cfg.l1_hugepages);
+	assert_false(l.cfg.l1_pin);
 	assert_true(l.cfg.l1_low_watermark == 0.5);
 	assert_int_equal(l.cfg.log_level, KVT_LOG_DEBUG);
 	kvtd_config_free(&l.cfg);
+	/* A switch with a value that is not a boolean is refused by name. */
+	const char *bad[] = {"--l1-pin=maybe", NULL};
+	load(&l, bad);
+	assert_int_equal(l.rc, -EINVAL);
+	assert_non_null(strstr(l.err, "--l1-pin: 'maybe' is not true or false"));
 }
 
 static void test_file_then_flags(void **state)
