@@ -8,7 +8,8 @@ set -eu
 BUILD=$1
 DEST=$2
 mkdir -p "$DEST/bin" "$DEST/lib"
-for b in kvtierd kvtier-bench; do
+for b in kvtierd kvtier-bench test_gpu kvtier-gpu-bench; do
+	[ -e "$BUILD/$b" ] || continue # the GPU ones exist in CUDA builds only
 	cp "$BUILD/.libs/$b" "$DEST/bin/$b" 2>/dev/null || cp "$BUILD/$b" "$DEST/bin/$b"
 done
 cp -L "$BUILD"/.libs/libkvtier.so.0 "$DEST/lib/"

@@ -11,16 +11,10 @@ BUILD=${1:-build/plain}
 RUNS=${RUNS:-3}
 L1=${L1:-1GiB}
 LANES=${LANES:-2}
+. "$(dirname "$0")/lib.sh"
 DIR=$(mktemp -d /tmp/kvtier-bench.XXXXXX)
-trap 'kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; rm -rf "$DIR"' EXIT
-"$BUILD/kvtierd" --runtime-dir "$DIR" --http 127.0.0.1:0 --l1-size "$L1" 2>"$DIR/log" &
-PID=$!
-i=0
-until grep -q "ready:" "$DIR/log"; do
-	i=$((i + 1))
-	[ $i -lt 600 ] || { cat "$DIR/log"; exit 1; }
-	sleep 0.1
-done
+trap 'kvtierd_stop; rm -rf "$DIR"' EXIT
+kvtierd_start "$BUILD/kvtierd" "$DIR" --l1-size "$L1"
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) CPUs, $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2), L1 $L1, $LANES lanes"
 for case in "2MiB 192" "18MiB 24"; do
 	set -- $case

@@ -16,8 +16,9 @@ QD=${QD:-32}
 BLOCKS=${BLOCKS:-2MiB 18MiB}
 command -v fio >/dev/null || { echo "l2.sh needs fio (Debian package fio)" >&2; exit 1; }
 WORK=$(mktemp -d "$DIR/kvtier-l2-bench.XXXXXX")
+. "$(dirname "$0")/lib.sh"
 PID=
-trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'kvtierd_stop; rm -rf "$WORK"' EXIT
 bytes() { numfmt --from=iec-i "$(printf %s "$1" | sed "s/B$//")"; }
 SIZE_B=$(bytes "$SIZE")
 FIO_SIZE=$((SIZE_B * 9 / 10))
@@ -52,21 +53,15 @@ for bs in $BLOCKS; do
 	n=$((WS / b))
 	l1=$((WS * 9 / 10 / 1048576))MiB
 	rm -rf "$WORK/run"
-	"$BUILD/kvtierd" --runtime-dir "$WORK/run" --http 127.0.0.1:0 --l1-size "$l1" \
+	mkdir -p "$WORK/run"
+	kvtierd_start "$BUILD/kvtierd" "$WORK/run" --l1-size "$l1" \
 		--l1-region-size "$(( (b + 1048575) / 1048576 ))MiB" --l2-path "$WORK/l2" \
-		--l2-size "$SIZE" --l2-queue-depth "$QD" 2>"$WORK/log" &
-	PID=$!
-	i=0
-	until grep -q "ready:" "$WORK/log"; do
-		i=$((i + 1))
-		[ $i -lt 600 ] || { cat "$WORK/log"; exit 1; }
-		sleep 0.1
-	done
-	port=$(sed -n 's/.*ready: control plane on .* port \([0-9]*\),.*/\1/p' "$WORK/log")
+		--l2-size "$SIZE" --l2-queue-depth "$QD"
+	port=$(sed -n 's/.*ready: control plane on .* port \([0-9]*\),.*/\1/p' "$WORK/run/log")
 	"$BUILD/kvtier-bench" --socket "$WORK/run/kvtierd.sock" --block-size "$bs" --blocks "$n" \
 		--lanes 2 --inflight 4 --no-warmup --json >"$WORK/bench.out" || true
 	curl -s "http://127.0.0.1:$port/v1/stats" >"$WORK/stats.json"
-	kill "$PID"; wait "$PID" || true; PID=
+	kvtierd_stop
 	python3 - "$WORK/bench.out" "$WORK/stats.json" "$bs" "$l1" <<'PY'
 import json, sys
 bench = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])

@@ -11,15 +11,11 @@ RUNS=${RUNS:-5}
 L1=${L1:-1GiB}
 LANES=${LANES:-2}
 BLOCKS=${BLOCKS:-192}
+. "$(dirname "$0")/lib.sh"
 DIR=$(mktemp -d /tmp/kvtier-mcost.XXXXXX)
 SCRAPER=
-trap 'kill $SCRAPER "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; rm -rf "$DIR"' EXIT
-"$BUILD/kvtierd" --runtime-dir "$DIR" --http 127.0.0.1:0 --l1-size "$L1" 2>"$DIR/log" &
-PID=$!
-i=0
-until grep -q "ready:" "$DIR/log"; do
-	i=$((i + 1)); [ $i -lt 600 ] || { cat "$DIR/log"; exit 1; }; sleep 0.1
-done
+trap 'kill $SCRAPER 2>/dev/null; kvtierd_stop; rm -rf "$DIR"' EXIT
+kvtierd_start "$BUILD/kvtierd" "$DIR" --l1-size "$L1"
 PORT=$(sed -n 's/.*ready: control plane on .* port \([0-9]*\),.*/\1/p' "$DIR/log")
 bench() {
 	"$BUILD/kvtier-bench" --socket "$DIR/kvtierd.sock" --blocks "$BLOCKS" --lanes "$LANES" --json |

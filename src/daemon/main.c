@@ -200,15 +200,31 @@ static int open_gpu(struct kvtd *d)
 static void on_signal(struct loop_source *src, uint32_t events);
 static void on_timer(struct loop_source *src, uint32_t events);
 
+/*
+ * The signals the loop takes through a signalfd. Blocked first thing in
+ * main: every thread inherits the mask at creation, and a thread that
+ * left them open (CUDA starts its own) would take SIGTERM's default action.
+ */
+static void loop_signals(sigset_t *mask)
+{
+	sigemptyset(mask);
+	sigaddset(mask, SIGTERM);
+	sigaddset(mask, SIGINT);
+	sigaddset(mask, SIGHUP);
+}
+
+static void block_loop_signals(void)
+{
+	sigset_t mask;
+	loop_signals(&mask);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
 static int open_loop(struct kvtd *d)
 {
 	sigset_t mask;
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	loop_signals(&mask);
 	d->sig_src = (struct loop_source){signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK),
 					  on_signal};
 	d->timer_src = (struct loop_source){
@@ -449,6 +465,7 @@ int main(int argc, char **argv)
 	}
 	kvt_log_set_level(d.cfg.log_level);
 	log_info("kvtierd %s starting (pid %d)", kvt_version(), (int)getpid());
+	block_loop_signals();
 
 	int rc = 1;
 	if (prepare_runtime_dir(&d.cfg) || open_l1(&d) || open_gpu(&d))
