@@ -627,6 +627,23 @@ static void test_hostile_frames(void **state)
 	uint8_t reg[KVT_REGISTER_BYTES] = {0};
 	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_REGISTER, reg, sizeof(reg), sizeof(reg));
 	assert_int_equal(raw_status(fd), -EBADF); /* no fd passed */
+	/* GPU kinds: a short payload is malformed; a whole one, on a daemon without a GPU,
+	 * is refused as CUDA unavailable, whatever the handle. */
+	uint8_t ipc[KVT_REGISTER_IPC_BYTES] = {0};
+	w = (struct wire_wr){ipc, sizeof(ipc), false};
+	wire_put_u64(&w, 4096);
+	wire_put_u32(&w, KVT_BUFFER_CUDA_IPC);
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_REGISTER, ipc, KVT_REGISTER_VMM_BYTES,
+		 KVT_REGISTER_VMM_BYTES);
+	assert_int_equal(raw_status(fd), -EBADMSG);
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_REGISTER, ipc, sizeof(ipc), sizeof(ipc));
+	assert_int_equal(raw_status(fd), -KVT_ENOCUDA);
+	w = (struct wire_wr){ipc, sizeof(ipc), false};
+	wire_put_u64(&w, 4096);
+	wire_put_u32(&w, KVT_BUFFER_CUDA_VMM);
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_REGISTER, ipc, KVT_REGISTER_VMM_BYTES,
+		 KVT_REGISTER_VMM_BYTES);
+	assert_int_equal(raw_status(fd), -EBADF); /* cuda_vmm needs its fd */
 	uint8_t rel[8] = {1};
 	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_RELEASE, rel, 8, 8);
 	assert_int_equal(raw_status(fd), -ENOENT);
@@ -638,7 +655,9 @@ static void test_hostile_frames(void **state)
 	assert_int_equal(kvt_ping(good), 0);
 	assert_int_equal(lookup_range(good, 1, 1, 0, NULL), 0);
 	assert_int_equal(daemon_stat(d, "dataplane.rejected.too_many"), 2);
-	assert_int_equal(daemon_stat(d, "dataplane.rejected.malformed"), 1);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.malformed"), 2);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.bad_buffer"), 3);
+	assert_int_equal(daemon_stat(d, "gpu.mappings_opened"), 0);
 	assert_int_equal(daemon_stat(d, "dataplane.rejected.unknown_op"), 1);
 	assert_int_equal(daemon_stat(d, "dataplane.rejected.no_hello"), 1);
 	assert_int_equal(daemon_stat(d, "dataplane.rejected.bad_hello"), 1);
