@@ -184,7 +184,9 @@ uint64_t kvt_kv_block_bytes(const struct kvt_kv_layout *layout);
  * Scatter nblocks blocks from staging (back to back, kvt_kv_block_bytes
  * each) into the cache at block_ids (device memory, nblocks int32), or
  * gather them from the cache into staging; queued on stream (a
- * cudaStream_t, NULL for the default stream). -EINVAL for a bad layout.
+ * cudaStream_t, NULL for the default stream). A negative block id skips
+ * its block (restore: a block that did not arrive). -EINVAL for a bad
+ * layout.
  */
 int kvt_kv_restore(const struct kvt_kv_layout *layout, const void *staging,
 		   const int32_t *block_ids, uint32_t nblocks, void *stream);

@@ -388,6 +388,11 @@ unsigned kvt_client_lanes(const struct kvt_client *c)
 	return c->nlanes;
 }
 
+int kvt__lane_fd(struct kvt_client *c, unsigned lane)
+{
+	return lane < c->nlanes ? c->lanes[lane].fd : -1;
+}
+
 /* --- buffers --- */
 
 int kvt__buffer_register_kind(struct kvt_client *c, uint32_t kind, uint64_t size,

@@ -9,6 +9,7 @@
  * plane_stride apart and blocks block_stride apart (vLLM's per-layer
  * [2][num_blocks][block_tokens][kv_heads][head_dim]). One thread block moves
  * one chunk: 16-byte words when everything is 16-byte aligned, bytes if not.
+ * A negative block id skips its block.
  */
 #include <stdint.h>
 
@@ -21,6 +22,8 @@ extern "C" __global__ void kvt_kv_copy(char *staging, char *const *layers, const
 	unsigned plane = (unsigned)(c % planes);
 	unsigned layer = (unsigned)((c / planes) % nlayers);
 	unsigned long long j = c / ((unsigned long long)planes * nlayers);
+	if (block_ids[j] < 0)
+		return; /* a block that did not arrive: its cache block stays as it was */
 	char *s = staging + c * chunk;
 	char *k = layers[layer] + plane * plane_stride + (unsigned long long)block_ids[j] * block_stride;
 	char *dst = to_cache ? k : s;

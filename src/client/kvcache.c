@@ -7,12 +7,34 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
+
+#include "client_internal.h"
 
 #include "kvtier/kvtier.h"
 
 uint64_t kvt_kv_block_bytes(const struct kvt_kv_layout *l)
 {
 	return (uint64_t)l->num_layers * l->planes * l->chunk_bytes;
+}
+
+/* The host twin of kv_kernels.cu, chunk for chunk. */
+void kvt__kv_copy_host(const struct kvt_kv_layout *l, uint8_t *staging, const int32_t *ids,
+		       uint32_t nblocks, int to_cache)
+{
+	uint8_t *const *layers = (uint8_t *const *)l->layer_bases;
+	for (uint32_t j = 0; j < nblocks; j++) {
+		if (ids[j] < 0)
+			continue;
+		for (uint32_t layer = 0; layer < l->num_layers; layer++)
+			for (uint32_t plane = 0; plane < l->planes; plane++) {
+				uint8_t *k = layers[layer] + plane * l->plane_stride +
+					     (uint64_t)ids[j] * l->block_stride;
+				uint8_t *s = staging + (((uint64_t)j * l->num_layers + layer) *
+							l->planes + plane) * l->chunk_bytes;
+				memcpy(to_cache ? k : s, to_cache ? s : k, l->chunk_bytes);
+			}
+	}
 }
 
 static int check_layout(const struct kvt_kv_layout *l, const void *staging,
