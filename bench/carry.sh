@@ -8,7 +8,7 @@ set -eu
 BUILD=$1
 DEST=$2
 mkdir -p "$DEST/bin" "$DEST/lib"
-for b in kvtierd kvtier-bench test_gpu kvtier-gpu-bench; do
+for b in kvtierd kvtier-bench test_gpu kvtier-gpu-bench kvtier-pipeline-bench; do
 	[ -e "$BUILD/$b" ] || continue # the GPU ones exist in CUDA builds only
 	cp "$BUILD/.libs/$b" "$DEST/bin/$b" 2>/dev/null || cp "$BUILD/$b" "$DEST/bin/$b"
 done

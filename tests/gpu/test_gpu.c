@@ -4,7 +4,8 @@
  * KV cache, gathers and STOREs, LOADs and restores into other block ids,
  * and checks the bytes; kvtierd runs as its own process. Buffer ownership
  * across processes, mapping closes on unregister and on client exit, the
- * IPC mapping cache, and blocks evicted between store and load. Exits 77
+ * IPC mapping cache, blocks evicted between store and load, and the
+ * pipeline (kvtier/pipeline.h) in GPU mode. Exits 77
  * (skipped) when no GPU is visible.
  */
 #include "config.h"
@@ -19,6 +20,7 @@
 #include <cuda_runtime_api.h>
 
 #include "dp_helpers.h"
+#include "kvtier/pipeline.h"
 
 /* A small model: 4 layers, K and V, 16 tokens x 2 heads x 64 dims of bf16. */
 #define LAYERS 4
@@ -303,6 +305,55 @@ static void test_evicted_blocks_missing(void **state)
 	stop(d);
 }
 
+/* The pipeline in GPU mode: split and grouped batches, restores at other ids, a failure kept to its request. */
+static void test_pipeline_gpu(void **state)
+{
+	(void)state;
+	struct daemon_fixture *d = start(gpu_flags);
+	struct cache src, dst;
+	cache_init(&src, 13);
+	cache_init(&dst, 0);
+	struct kvt_pipeline_options o = {
+		.client = {.socket_path = d->socket, .model = "gpu-pl", .block_bytes = BLOCK,
+			   .tp_size = 1},
+		.gpu = 1, .depth = 2, .buffer_blocks = 3, .layout = src.layout};
+	struct kvt_pipeline *p;
+	assert_int_equal(kvt_pipeline_open(&o, &p), 0);
+	struct kvt_key keys[NB + 1];
+	for (int i = 0; i <= NB; i++)
+		keys[i] = test_key(4000 + (uint64_t)i);
+	struct kvt_transfer a = {.req_id = 1, .keys = keys, .block_ids = src_ids, .nblocks = NB};
+	assert_int_equal(kvt_pipeline_submit_store(p, &a), 0);
+	assert_int_equal(kvt_pipeline_drain(p, 60000), 0);
+	struct kvt_pipeline_result res[4];
+	assert_int_equal(kvt_pipeline_finished(p, 0, res, 4), 1);
+	assert_int_equal(res[0].status, 0);
+	kvt_pipeline_close(p);
+
+	o.layout = dst.layout;
+	assert_int_equal(kvt_pipeline_open(&o, &p), 0);
+	struct kvt_transfer la = {.req_id = 5, .keys = keys, .block_ids = dst_ids, .nblocks = NB};
+	int32_t lost_id = 25;
+	struct kvt_transfer lost = {.req_id = 6, .keys = &keys[NB], .block_ids = &lost_id,
+				    .nblocks = 1};
+	assert_int_equal(kvt_pipeline_submit_load(p, &la), 0);
+	assert_int_equal(kvt_pipeline_submit_load(p, &lost), 0);
+	assert_int_equal(kvt_pipeline_drain(p, 60000), 0);
+	assert_int_equal(kvt_pipeline_finished(p, 1, res, 4), 2);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(res[i].status, res[i].req_id == 5 ? 0 : -ENOENT);
+		assert_int_equal(res[i].nfailed, res[i].req_id == 5 ? 0 : 1);
+	}
+	assert_restored(&src, src_ids, &dst, dst_ids, NB);
+	uint8_t zero[CHUNK] = {0}, got[CHUNK];
+	chunk_of(&dst, 0, 0, lost_id, got);
+	assert_memory_equal(got, zero, CHUNK); /* the missing block left its cache block alone */
+	kvt_pipeline_close(p);
+	cache_free(&src);
+	cache_free(&dst);
+	stop(d);
+}
+
 int main(void)
 {
 	int n = 0;
@@ -316,6 +367,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_ownership_and_close_on_exit, teardown),
 		cmocka_unit_test_teardown(test_ipc_mapping_shared, teardown),
 		cmocka_unit_test_teardown(test_evicted_blocks_missing, teardown),
+		cmocka_unit_test_teardown(test_pipeline_gpu, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

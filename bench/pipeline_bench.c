@@ -1,0 +1,359 @@
+/*
+ * pipeline_bench.c — kvtier-pipeline-bench: the reference PR's workload at
+ * the KV-transfer level, through libkvtier's pipeline against a running
+ * kvtierd.
+ *
+ * N requests of --tokens tokens (a paged KV cache of the model's geometry,
+ * per layer [2][num_blocks][block_tokens][kv_heads][head_dim]); a cold pass
+ * stores every request, then a warm pass loads every request, both with
+ * --concurrency requests outstanding (a new one starts when one finishes),
+ * then a warm pass at concurrency 1. Each in-flight request slot owns its
+ * own range of cache blocks. Reports per-request warm load time (mean, p50,
+ * p99), aggregate GB/s and the ratio to the ceiling measured in the same
+ * run: cudaMemcpyAsync H2D from pinned memory (--gpu) or one-thread memcpy
+ * (host mode), both in block-sized copies. Ends with a JSON line.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "kvtier/pipeline.h"
+
+struct opts {
+	const char *socket;
+	int gpu;
+	unsigned layers, kv_heads, head_dim, dtype_bytes, block_tokens, tokens;
+	unsigned requests, concurrency, depth, buffer_blocks, max_inflight;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what, int err)
+{
+	fprintf(stderr, "kvtier-pipeline-bench: %s: %s\n", what, kvt_strerror(err));
+	exit(1);
+}
+
+/* --- memory, host or device --- */
+
+static void *mem_alloc(int gpu, size_t n)
+{
+	void *p = NULL;
+#ifdef HAVE_CUDA
+	if (gpu) {
+		if (cudaMalloc(&p, n) != cudaSuccess)
+			die("cudaMalloc", -ENOMEM);
+		cudaMemset(p, 0x5a, n);
+		return p;
+	}
+#endif
+	(void)gpu;
+	p = malloc(n);
+	if (!p)
+		die("malloc", -ENOMEM);
+	memset(p, 0x5a, n);
+	return p;
+}
+
+static void *copy_to(int gpu, const void *src, size_t n)
+{
+	void *p = mem_alloc(gpu, n);
+#ifdef HAVE_CUDA
+	if (gpu) {
+		cudaMemcpy(p, src, n, cudaMemcpyHostToDevice);
+		return p;
+	}
+#endif
+	memcpy(p, src, n);
+	return p;
+}
+
+static void mem_free(int gpu, void *p)
+{
+#ifdef HAVE_CUDA
+	if (gpu) {
+		cudaFree(p);
+		return;
+	}
+#endif
+	(void)gpu;
+	free(p);
+}
+
+/* The ceiling, in block-sized copies of one request's bytes. */
+static double ceiling_gbs(int gpu, uint64_t block, uint32_t nblocks)
+{
+	uint64_t bytes = block * nblocks;
+	const int repeats = 3;
+	double t0 = now_s(), t;
+#ifdef HAVE_CUDA
+	if (gpu) {
+		void *host, *dev;
+		cudaStream_t s;
+		if (cudaHostAlloc(&host, bytes, cudaHostAllocPortable) != cudaSuccess ||
+		    cudaMalloc(&dev, bytes) != cudaSuccess ||
+		    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+			die("ceiling buffers", -ENOMEM);
+		memset(host, 1, bytes);
+		for (int r = -1; r < repeats; r++) {
+			if (r == 0)
+				t0 = now_s();
+			for (uint32_t i = 0; i < nblocks; i++)
+				cudaMemcpyAsync((char *)dev + i * block, (char *)host + i * block, block,
+						cudaMemcpyHostToDevice, s);
+			cudaStreamSynchronize(s);
+		}
+		t = now_s() - t0;
+		cudaFreeHost(host);
+		cudaFree(dev);
+		cudaStreamDestroy(s);
+		return (double)bytes * repeats / t / 1e9;
+	}
+#endif
+	(void)gpu;
+	char *a = mem_alloc(0, bytes), *b = mem_alloc(0, bytes);
+	for (int r = -1; r < repeats; r++) {
+		if (r == 0)
+			t0 = now_s();
+		for (uint32_t i = 0; i < nblocks; i++)
+			memcpy(b + i * block, a + i * block, block);
+	}
+	t = now_s() - t0;
+	free(a);
+	free(b);
+	return (double)bytes * repeats / t / 1e9;
+}
+
+/* --- the workload --- */
+
+struct workload {
+	const struct opts *o;
+	struct kvt_pipeline *p;
+	uint32_t bpr;                /* blocks per request */
+	struct kvt_key *keys;        /* requests x bpr */
+	int32_t *ids;                /* concurrency x bpr: each slot's cache blocks */
+	double *latency_ms;
+	uint64_t failed_blocks;
+};
+
+static struct kvt_key request_key(unsigned r, uint32_t i)
+{
+	struct kvt_key k = {{0}};
+	uint64_t n = ((uint64_t)r << 32) | i;
+	memcpy(k.bytes, &n, sizeof(n));
+	memcpy(k.bytes + 8, "pipeline", 8);
+	return k;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+struct pass_result {
+	double seconds, mean_ms, p50_ms, p99_ms;
+};
+
+/* Runs every request once (load or store), concurrency outstanding at a time. */
+static struct pass_result run_pass(struct workload *w, int load, unsigned concurrency)
+{
+	const struct opts *o = w->o;
+	double *started = calloc(o->requests, sizeof(*started));
+	unsigned *slot_of = calloc(o->requests, sizeof(*slot_of));
+	unsigned *free_slots = calloc(concurrency, sizeof(*free_slots));
+	unsigned nfree = concurrency, next = 0, done = 0;
+	for (unsigned s = 0; s < concurrency; s++)
+		free_slots[s] = concurrency - 1 - s;
+	double t0 = now_s();
+	while (done < o->requests) {
+		while (nfree && next < o->requests) {
+			unsigned slot = free_slots[--nfree];
+			struct kvt_transfer t = {.req_id = next, .keys = w->keys + (size_t)next * w->bpr,
+						 .block_ids = w->ids + (size_t)slot * w->bpr,
+						 .nblocks = w->bpr};
+			slot_of[next] = slot;
+			started[next] = now_s();
+			int err = load ? kvt_pipeline_submit_load(w->p, &t)
+				       : kvt_pipeline_submit_store(w->p, &t);
+			if (err)
+				die("submit", err);
+			next++;
+		}
+		if (kvt_pipeline_wait_finished(w->p, load, 600000))
+			die("waiting for requests", -ETIMEDOUT);
+		struct kvt_pipeline_result res[64];
+		int n = kvt_pipeline_finished(w->p, load, res, 64);
+		double t = now_s();
+		for (int i = 0; i < n; i++) {
+			w->latency_ms[done++] = (t - started[res[i].req_id]) * 1e3;
+			w->failed_blocks += res[i].nfailed;
+			free_slots[nfree++] = slot_of[res[i].req_id];
+		}
+	}
+	struct pass_result r = {.seconds = now_s() - t0};
+	qsort(w->latency_ms, o->requests, sizeof(double), cmp_double);
+	for (unsigned i = 0; i < o->requests; i++)
+		r.mean_ms += w->latency_ms[i] / o->requests;
+	r.p50_ms = w->latency_ms[o->requests / 2];
+	r.p99_ms = w->latency_ms[(o->requests * 99) / 100 < o->requests ? (o->requests * 99) / 100
+									  : o->requests - 1];
+	free(started);
+	free(slot_of);
+	free(free_slots);
+	return r;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: kvtier-pipeline-bench --socket PATH [--gpu] [--layers 36] [--kv-heads 8]\n"
+		"       [--head-dim 128] [--dtype-bytes 2] [--block-tokens 128] [--tokens 8192]\n"
+		"       [--requests 200] [--concurrency 8] [--depth 4] [--buffer-blocks 16]\n"
+		"       [--max-inflight CONCURRENCY]\n");
+	exit(2);
+}
+
+static void parse(int argc, char **argv, struct opts *o)
+{
+	*o = (struct opts){.layers = 36, .kv_heads = 8, .head_dim = 128, .dtype_bytes = 2,
+			   .block_tokens = 128, .tokens = 8192, .requests = 200, .concurrency = 8,
+			   .depth = 4, .buffer_blocks = 16};
+	static const struct option lo[] = {
+		{"socket", 1, 0, 's'}, {"gpu", 0, 0, 'g'}, {"layers", 1, 0, 'L'},
+		{"kv-heads", 1, 0, 'H'}, {"head-dim", 1, 0, 'D'}, {"dtype-bytes", 1, 0, 'B'},
+		{"block-tokens", 1, 0, 'b'}, {"tokens", 1, 0, 't'}, {"requests", 1, 0, 'r'},
+		{"concurrency", 1, 0, 'c'}, {"depth", 1, 0, 'd'}, {"buffer-blocks", 1, 0, 'n'},
+		{"max-inflight", 1, 0, 'm'}, {0, 0, 0, 0}};
+	int c;
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		unsigned v = optarg ? (unsigned)strtoul(optarg, NULL, 10) : 0;
+		switch (c) {
+		case 's': o->socket = optarg; break;
+		case 'g': o->gpu = 1; break;
+		case 'L': o->layers = v; break;
+		case 'H': o->kv_heads = v; break;
+		case 'D': o->head_dim = v; break;
+		case 'B': o->dtype_bytes = v; break;
+		case 'b': o->block_tokens = v; break;
+		case 't': o->tokens = v; break;
+		case 'r': o->requests = v; break;
+		case 'c': o->concurrency = v; break;
+		case 'd': o->depth = v; break;
+		case 'n': o->buffer_blocks = v; break;
+		case 'm': o->max_inflight = v; break;
+		default: usage();
+		}
+	}
+	if (!o->socket || !o->layers || !o->block_tokens || o->tokens < o->block_tokens ||
+	    !o->requests || !o->concurrency || o->concurrency > o->requests || o->depth < 2)
+		usage();
+	if (!o->max_inflight)
+		o->max_inflight = o->concurrency;
+}
+
+static void report(const char *name, const struct pass_result *r, uint64_t bytes,
+		   double ceiling)
+{
+	double gbs = (double)bytes / r->seconds / 1e9;
+	printf("%-22s %7.2f GB/s (%.3f of ceiling)  per request: mean %.2f ms, p50 %.2f ms, "
+	       "p99 %.2f ms\n", name, gbs, gbs / ceiling, r->mean_ms, r->p50_ms, r->p99_ms);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	parse(argc, argv, &o);
+#ifdef HAVE_CUDA
+	if (o.gpu && cudaSetDevice(0) != cudaSuccess)
+		die("cudaSetDevice", -KVT_ENOCUDA);
+#else
+	if (o.gpu)
+		die("--gpu", -KVT_ENOCUDA);
+#endif
+	uint64_t chunk = (uint64_t)o.block_tokens * o.kv_heads * o.head_dim * o.dtype_bytes;
+	struct workload w = {.o = &o, .bpr = o.tokens / o.block_tokens};
+	uint64_t block = chunk * 2 * o.layers, request_bytes = block * w.bpr;
+	uint32_t cache_blocks = w.bpr * o.concurrency;
+	double ceiling = ceiling_gbs(o.gpu, block, w.bpr);
+	printf("geometry: %u layers, %u-token blocks of %llu B, %u blocks (%llu B) per request, "
+	       "%u requests, concurrency %u, %s staging %u x %u blocks; ceiling %.2f GB/s (%s)\n",
+	       o.layers, o.block_tokens, (unsigned long long)block, w.bpr,
+	       (unsigned long long)request_bytes, o.requests, o.concurrency, o.gpu ? "GPU" : "shm",
+	       o.depth, o.buffer_blocks, ceiling,
+	       o.gpu ? "cudaMemcpyAsync H2D from pinned memory" : "one-thread memcpy");
+
+	void **layers = calloc(o.layers, sizeof(*layers));
+	for (unsigned l = 0; l < o.layers; l++)
+		layers[l] = mem_alloc(o.gpu, 2 * (size_t)cache_blocks * chunk);
+	void **bases = copy_to(o.gpu, layers, o.layers * sizeof(void *));
+	struct kvt_pipeline_options po = {
+		.client = {.socket_path = o.socket, .model = "pipeline-bench", .block_bytes = block,
+			   .tp_size = 1},
+		.gpu = o.gpu, .depth = o.depth, .buffer_blocks = o.buffer_blocks,
+		.max_inflight = o.max_inflight,
+		.layout = {.num_layers = o.layers, .planes = 2, .chunk_bytes = chunk,
+			   .plane_stride = (uint64_t)cache_blocks * chunk, .block_stride = chunk,
+			   .layer_bases = bases}};
+	int err = kvt_pipeline_open(&po, &w.p);
+	if (err)
+		die("kvt_pipeline_open", err);
+	w.keys = calloc((size_t)o.requests * w.bpr, sizeof(*w.keys));
+	w.ids = calloc((size_t)cache_blocks, sizeof(*w.ids));
+	w.latency_ms = calloc(o.requests, sizeof(double));
+	for (unsigned r = 0; r < o.requests; r++)
+		for (uint32_t i = 0; i < w.bpr; i++)
+			w.keys[(size_t)r * w.bpr + i] = request_key(r, i);
+	for (uint32_t i = 0; i < cache_blocks; i++)
+		w.ids[i] = (int32_t)((i * 7u) % cache_blocks); /* scattered, not contiguous */
+
+	uint64_t total = request_bytes * o.requests;
+	struct pass_result cold = run_pass(&w, 0, o.concurrency);
+	report("cold store", &cold, total, ceiling);
+	uint64_t store_failed = w.failed_blocks;
+	w.failed_blocks = 0;
+	struct pass_result warm = run_pass(&w, 1, o.concurrency);
+	char name[64];
+	snprintf(name, sizeof(name), "warm load, c%u", o.concurrency);
+	report(name, &warm, total, ceiling);
+	struct pass_result one = run_pass(&w, 1, 1);
+	report("warm load, c1", &one, total, ceiling);
+	double ideal_ms = (double)request_bytes / ceiling / 1e6;
+	printf("one request at the ceiling: %.2f ms; c1 p50 is %.3f of it (goal: <= 1.15)\n",
+	       ideal_ms, one.p50_ms / ideal_ms);
+	printf("{\"block_bytes\":%llu,\"blocks_per_request\":%u,\"requests\":%u,\"concurrency\":%u,"
+	       "\"mode\":\"%s\",\"ceiling_gbs\":%.2f,\"store_gbs\":%.2f,\"load_gbs\":%.2f,"
+	       "\"load_ratio\":%.3f,\"load_mean_ms\":%.2f,\"load_p50_ms\":%.2f,\"load_p99_ms\":%.2f,"
+	       "\"c1_gbs\":%.2f,\"c1_mean_ms\":%.2f,\"c1_p50_ms\":%.2f,\"c1_p99_ms\":%.2f,"
+	       "\"ideal_ms\":%.2f,\"c1_p50_over_ideal\":%.3f,\"store_failed_blocks\":%llu,"
+	       "\"load_failed_blocks\":%llu}\n",
+	       (unsigned long long)block, w.bpr, o.requests, o.concurrency, o.gpu ? "gpu" : "host",
+	       ceiling, total / cold.seconds / 1e9, total / warm.seconds / 1e9,
+	       total / warm.seconds / 1e9 / ceiling, warm.mean_ms, warm.p50_ms, warm.p99_ms,
+	       total / one.seconds / 1e9, one.mean_ms, one.p50_ms, one.p99_ms, ideal_ms,
+	       one.p50_ms / ideal_ms, (unsigned long long)store_failed,
+	       (unsigned long long)w.failed_blocks);
+	kvt_pipeline_close(w.p);
+	for (unsigned l = 0; l < o.layers; l++)
+		mem_free(o.gpu, layers[l]);
+	mem_free(o.gpu, bases);
+	free(layers);
+	free(w.keys);
+	free(w.ids);
+	free(w.latency_ms);
+	return 0;
+}
