@@ -8,6 +8,7 @@
 
 #include "gpu.h"
 #include "kvtier/kvtier.h"
+#include "log.h"
 #include "kvtier/protocol.h"
 
 struct gpu_stats gpu_stats;
@@ -217,10 +218,14 @@ static int ipc_open(const uint8_t handle[KVT_IPC_HANDLE_BYTES], int dev, struct 
 	cudaIpcMemHandle_t h;
 	memcpy(h.reserved, handle, sizeof(h.reserved));
 	void *base;
-	if (cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
+	cudaError_t rc = cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess);
+	if (rc != cudaSuccess) {
 		cudaGetLastError();
 		free(m);
-		return -EINVAL; /* not a handle, its process gone, or the same PID namespace */
+		log_warn("cuda_ipc: cannot open a handle: %s; its allocation must be alive, and the "
+			 "worker and kvtierd must have distinct PIDs (in a pod: shareProcessNamespace: "
+			 "true), or use cuda_vmm buffers", cudaGetErrorString(rc));
+		return -EINVAL;
 	}
 	CUdeviceptr range_base;
 	size_t range_size;

@@ -143,7 +143,7 @@ static void test_depth_two_order_and_reuse(void **state)
 	/* Dispatch is FIFO: batch numbers rise, requests in submission order. The
 	 * first two batches take buffers 0 and 1; every later one takes the
 	 * buffer that came free first. */
-	uint32_t dispatched[MAX_EVENTS], completed[MAX_EVENTS];
+	uint32_t dispatched[MAX_EVENTS] = {0}, completed[MAX_EVENTS] = {0};
 	unsigned nd = 0, nc = 0;
 	for (unsigned i = 0; i < log.n; i++) {
 		const struct kvt_pipeline_event *ev = &log.ev[i];
