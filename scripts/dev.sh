@@ -14,7 +14,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
 libmicrohttpd-dev libjansson-dev liburing-dev libxxhash-dev libcmocka-dev curl prometheus python3
-chromium chromium-driver python3-selenium"
+chromium chromium-driver python3-selenium yamllint systemd"
 
 say() { printf '==> %s\n' "$*"; }
 
@@ -24,6 +24,8 @@ install_packages() {
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
 			missing="$missing $p"
 	done
+	# Node.js and npm validate deploy/ (tests/integration/deploy.sh); any node will do.
+	command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
 	[ -z "$missing" ] && return 0
 	say "installing Debian packages:$missing"
 	if [ "$(id -u)" -eq 0 ]; then

@@ -163,7 +163,7 @@ static int pin_l1(struct kvtd *d)
 	int err = gpu_pin_host(a->base, a->size, why, sizeof(why));
 	if (err) {
 		log_error("l1: cannot pin %s for DMA: %s; raise the memlock limit or free memory, "
-			  "or run with --l1-pin false (GPU copies then run at pageable speed)",
+			  "or run with --l1-pin=false (GPU copies then run at pageable speed)",
 			  size, why);
 		return err;
 	}
@@ -191,7 +191,7 @@ static int open_gpu(struct kvtd *d)
 		log_info("cuda: device %d %s", i, uuid);
 	}
 	if (!d->cfg.l1_pin) {
-		log_warn("l1: not pinned (l1-pin false): GPU copies run at pageable speed");
+		log_warn("l1: not pinned (l1-pin=false): GPU copies run at pageable speed");
 		return 0;
 	}
 	return pin_l1(d);

@@ -1,0 +1,84 @@
+#!/bin/sh
+# deploy.sh — deploy/ checked offline: YAML lint; every Kubernetes object
+# against the API schemas and the chart's values (tests/deploy/validate.mjs,
+# npm packages installed into the build tree); the ConfigMaps hold exactly
+# deploy/config/kvtierd.json and the seccomp profile; every config key and
+# flag in the manifests, the chart, the unit and the image is one that
+# `kvtierd --help` lists; the systemd unit passes systemd-analyze verify; and
+# every file the Dockerfile copies out of `make install` exists there.
+. "${KVT_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+SRC=${KVT_SRCDIR:-$(dirname "$0")/../..}
+DEP=$SRC/deploy
+BUILD=${KVT_BUILDDIR:-.}
+
+# --- YAML lint (the chart's templates are Go templates, not YAML) ---
+check "yamllint passes on deploy/k8s and the chart's Chart.yaml and values.yaml" \
+	yamllint -s -c "$SRC/tests/deploy/yamllint.yaml" \
+	"$DEP"/k8s/*.yaml "$DEP/helm/kvtier/Chart.yaml" "$DEP/helm/kvtier/values.yaml"
+
+# --- schemas (Kubernetes API, Prometheus Operator) and the chart's values ---
+V=$BUILD/deploy-validate
+mkdir -p "$V"
+cp "$SRC/tests/deploy/package.json" "$SRC/tests/deploy/package-lock.json" \
+	"$SRC/tests/deploy/validate.mjs" "$V/"
+if [ ! -d "$V/node_modules/kubernetes-models" ]; then
+	(cd "$V" && npm ci --no-audit --no-fund --loglevel=error >npm.log 2>&1) ||
+		{ cat "$V/npm.log"; not_ok "npm ci of the schema packages"; }
+fi
+node "$V/validate.mjs" "$DEP" >"$TMP/validate.out" 2>&1
+rc=$?
+cat "$TMP/validate.out"
+check "every object of deploy/k8s is valid against the API schemas" test $rc -eq 0
+
+# --- one config, one seccomp profile ---
+inline() { # inline FILE: the block under "kvtierd.json: |", unindented
+	awk '/kvtierd.json: \|/ {on = 1; next} on && /^[^ ]/ {on = 0} on && /^---/ {on = 0} on' "$1" |
+		sed 's/^    //'
+}
+inline "$DEP/k8s/configmap.yaml" >"$TMP/cm.json"
+check "k8s/configmap.yaml holds deploy/config/kvtierd.json" cmp -s "$TMP/cm.json" "$DEP/config/kvtierd.json"
+inline "$DEP/k8s/seccomp-installer.yaml" >"$TMP/sc.json"
+check "seccomp-installer.yaml holds k8s/seccomp/kvtierd.json" cmp -s "$TMP/sc.json" "$DEP/k8s/seccomp/kvtierd.json"
+check "the seccomp profile is JSON and does not refuse io_uring" python3 -c "
+import json, sys
+p = json.load(open(sys.argv[1]))
+denied = {n for s in p['syscalls'] if s['action'] != 'SCMP_ACT_ALLOW' for n in s['names']}
+sys.exit(1 if p['defaultAction'] != 'SCMP_ACT_ALLOW' or denied & {'io_uring_setup', 'io_uring_enter', 'io_uring_register'} else 0)
+" "$DEP/k8s/seccomp/kvtierd.json"
+
+# --- keys and flags against kvtierd --help ---
+"$KVTIERD" --help | grep -o -- '--[a-z0-9-]*' | sed 's/^--//' | sort -u >"$TMP/help"
+python3 -c "import json, sys; print('\n'.join(json.load(open(sys.argv[1]))))" \
+	"$DEP/config/kvtierd.json" >"$TMP/keys"
+grep -o '^ *"[a-z0-9-]*":' "$DEP/helm/kvtier/templates/configmap.yaml" | tr -d ' ":' >>"$TMP/keys"
+sort -u "$TMP/keys" -o "$TMP/keys"
+unknown=$(comm -23 "$TMP/keys" "$TMP/help" | tr '\n' ' ')
+check "every config key in deploy/ is a kvtierd option${unknown:+ (unknown: $unknown)}" test -z "$unknown"
+check "the chart's config has the keys of deploy/config/kvtierd.json" sh -c "
+	python3 -c \"import json; print('\\\\n'.join(sorted(json.load(open('$DEP/config/kvtierd.json')))))\" >'$TMP/k1'
+	grep -o '^ *\"[a-z0-9-]*\":' '$DEP/helm/kvtier/templates/configmap.yaml' | tr -d ' \":' | sort >'$TMP/k2'
+	cmp -s '$TMP/k1' '$TMP/k2'"
+{
+	grep -h -o -- '"--[a-z0-9-]*"' "$DEP/k8s/vllm-deployment.yaml" "$DEP/helm/kvtier/templates/deployment.yaml" \
+		"$DEP/docker/Dockerfile" | tr -d '"'
+	grep '^ExecStart=' "$DEP/systemd/kvtierd.service" | grep -o -- '--[a-z0-9-]*'
+} | sed 's/^--//' | sort -u >"$TMP/flags"
+check "the manifests pass kvtierd flags (found $(wc -l <"$TMP/flags"))" test -s "$TMP/flags"
+unknown=$(comm -23 "$TMP/flags" "$TMP/help" | tr '\n' ' ')
+check "every kvtierd flag in deploy/ is one --help lists${unknown:+ (unknown: $unknown)}" test -z "$unknown"
+
+# --- the systemd unit, pointed at the built daemon ---
+sed "s|/usr/sbin/kvtierd|$KVTIERD|" "$DEP/systemd/kvtierd.service" >"$TMP/kvtierd.service"
+systemd-analyze verify --man=no "$TMP/kvtierd.service" >"$TMP/verify.out" 2>&1
+rc=$?
+cat "$TMP/verify.out"
+check "systemd-analyze verify passes the unit, without a warning" \
+	sh -c "[ $rc -eq 0 ] && ! [ -s '$TMP/verify.out' ]"
+
+# --- what the image copies out of make install ---
+make -s -C "$BUILD" install DESTDIR="$TMP/inst" prefix=/usr >"$TMP/install.out" 2>&1 ||
+	{ tail "$TMP/install.out"; not_ok "make install DESTDIR"; }
+for path in $(sed -n 's|^COPY --from=build /out\(/[^ ]*\) .*|\1|p' "$DEP/docker/Dockerfile"); do
+	check "make install has $path, which the Dockerfile copies" test -e "$TMP/inst$path"
+done
+finish
