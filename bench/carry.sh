@@ -10,7 +10,7 @@ DEST=$2
 mkdir -p "$DEST/bin" "$DEST/lib"
 # The GPU test is a check program: `make` alone does not build it.
 make -C "$BUILD" -s test_gpu >/dev/null 2>&1 || true
-for b in kvtierd kvtier-bench test_gpu kvtier-gpu-bench kvtier-pipeline-bench; do
+for b in kvtierd kvtier-bench test_gpu kvtier-gpu-bench kvtier-pipeline-bench kvtier-tp-bench; do
 	[ -e "$BUILD/$b" ] || continue # the GPU ones exist in CUDA builds only
 	cp "$BUILD/.libs/$b" "$DEST/bin/$b" 2>/dev/null || cp "$BUILD/$b" "$DEST/bin/$b"
 done
