@@ -25,7 +25,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include "bench_clock.h"
+#include "bench_keys.h"
 #include "kvtier/kvtier.h"
+#include "model_geometry.h"
 
 #define CUDA_CHECK(call)                                                            \
 	do {                                                                        \
@@ -39,7 +42,7 @@
 
 struct opts {
 	const char *socket;
-	unsigned layers, kv_heads, head_dim, dtype_bytes, block_tokens, tokens;
+	struct model_geometry m;
 	unsigned requests, lanes, batch_blocks, repeats;
 	int kind;
 };
@@ -49,13 +52,6 @@ struct geometry {
 	uint32_t blocks_per_request;
 	uint32_t cache_blocks;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* --- the ceiling: cudaMemcpyAsync from pinned host memory --- */
 
@@ -138,15 +134,6 @@ struct worker {
 	double seconds;
 };
 
-static struct kvt_key bench_key(uint64_t n)
-{
-	struct kvt_key k;
-	memset(&k, 0, sizeof(k));
-	memcpy(k.bytes, &n, sizeof(n));
-	k.bytes[15] = 0x6b;
-	return k;
-}
-
 static void worker_open(struct worker *w, const struct opts *o, const struct geometry *g,
 			void *const *layer_bases_dev)
 {
@@ -159,7 +146,7 @@ static void worker_open(struct worker *w, const struct opts *o, const struct geo
 	}
 	w->o = o;
 	w->g = g;
-	w->layout = (struct kvt_kv_layout){.num_layers = o->layers, .planes = 2,
+	w->layout = (struct kvt_kv_layout){.num_layers = o->m.layers, .planes = 2,
 					   .chunk_bytes = g->chunk,
 					   .plane_stride = (uint64_t)g->cache_blocks * g->chunk,
 					   .block_stride = g->chunk, .layer_bases = layer_bases_dev};
@@ -202,7 +189,7 @@ static void set_ids(struct worker *w, struct lane *l, uint32_t first, uint32_t n
 static void set_blocks(struct worker *w, struct lane *l, uint64_t first_key, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++)
-		l->blocks[i] = (struct kvt_block){.key = bench_key(first_key + i),
+		l->blocks[i] = (struct kvt_block){.key = key_of(first_key + i),
 						  .offset = (uint64_t)i * w->g->block,
 						  .length = (uint32_t)w->g->block};
 	l->n = n;
@@ -285,34 +272,26 @@ static void *duplex_thread(void *arg)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: kvtier-gpu-bench --socket PATH [--layers 36] [--kv-heads 8] [--head-dim 128]\n"
-		"       [--dtype-bytes 2] [--block-tokens 128] [--tokens 8192] [--requests 8]\n"
-		"       [--lanes 4] [--batch-blocks 16] [--kind vmm|ipc] [--repeats 3]\n");
+		"usage: kvtier-gpu-bench --socket PATH " MODEL_GEOMETRY_USAGE "\n"
+		"       [--requests 8] [--lanes 4] [--batch-blocks 16] [--kind vmm|ipc] [--repeats 3]\n");
 	exit(2);
 }
 
 static void parse(int argc, char **argv, struct opts *o)
 {
-	*o = (struct opts){.layers = 36, .kv_heads = 8, .head_dim = 128, .dtype_bytes = 2,
-			   .block_tokens = 128, .tokens = 8192, .requests = 8, .lanes = 4,
+	*o = (struct opts){.m = MODEL_GEOMETRY_DEFAULTS, .requests = 8, .lanes = 4,
 			   .batch_blocks = 16, .repeats = 3, .kind = KVT_GPU_VMM};
 	static const struct option lo[] = {
-		{"socket", 1, 0, 's'}, {"layers", 1, 0, 'L'}, {"kv-heads", 1, 0, 'H'},
-		{"head-dim", 1, 0, 'D'}, {"dtype-bytes", 1, 0, 'B'}, {"block-tokens", 1, 0, 'b'},
-		{"tokens", 1, 0, 't'}, {"requests", 1, 0, 'r'}, {"lanes", 1, 0, 'l'},
-		{"batch-blocks", 1, 0, 'n'}, {"kind", 1, 0, 'k'}, {"repeats", 1, 0, 'R'},
-		{0, 0, 0, 0}};
+		{"socket", 1, 0, 's'}, MODEL_GEOMETRY_OPTIONS, {"requests", 1, 0, 'r'},
+		{"lanes", 1, 0, 'l'}, {"batch-blocks", 1, 0, 'n'}, {"kind", 1, 0, 'k'},
+		{"repeats", 1, 0, 'R'}, {0, 0, 0, 0}};
 	int c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		unsigned v = optarg ? (unsigned)strtoul(optarg, NULL, 10) : 0;
+		if (model_geometry_option(&o->m, c, optarg))
+			continue;
 		switch (c) {
 		case 's': o->socket = optarg; break;
-		case 'L': o->layers = v; break;
-		case 'H': o->kv_heads = v; break;
-		case 'D': o->head_dim = v; break;
-		case 'B': o->dtype_bytes = v; break;
-		case 'b': o->block_tokens = v; break;
-		case 't': o->tokens = v; break;
 		case 'r': o->requests = v; break;
 		case 'l': o->lanes = v; break;
 		case 'n': o->batch_blocks = v; break;
@@ -321,8 +300,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		default: usage();
 		}
 	}
-	if (!o->socket || !o->layers || !o->block_tokens || o->tokens < o->block_tokens ||
-	    !o->requests || !o->lanes || o->lanes > 64 || !o->batch_blocks ||
+	if (!o->socket || !model_geometry_valid(&o->m) || !o->requests || !o->lanes || o->lanes > 64 || !o->batch_blocks ||
 	    o->batch_blocks > 4096 || !o->repeats)
 		usage();
 }
@@ -341,14 +319,14 @@ int main(int argc, char **argv)
 	parse(argc, argv, &o);
 	CUDA_CHECK(cudaSetDevice(0));
 	struct geometry g;
-	g.chunk = (uint64_t)o.block_tokens * o.kv_heads * o.head_dim * o.dtype_bytes;
-	g.block = g.chunk * 2 * o.layers;
-	g.blocks_per_request = o.tokens / o.block_tokens;
+	g.chunk = model_chunk_bytes(&o.m);
+	g.block = model_block_bytes(&o.m);
+	g.blocks_per_request = model_blocks_per_request(&o.m);
 	g.cache_blocks = g.blocks_per_request + 1;
 	uint64_t request_bytes = g.block * g.blocks_per_request;
 	printf("geometry: %u layers, block %u tokens = %llu B, %u blocks per request = %llu B, "
 	       "%u requests, %u lanes x %u blocks of staging, kind %s\n",
-	       o.layers, o.block_tokens, (unsigned long long)g.block, g.blocks_per_request,
+	       o.m.layers, o.m.block_tokens, (unsigned long long)g.block, g.blocks_per_request,
 	       (unsigned long long)request_bytes, o.requests, o.lanes, o.batch_blocks,
 	       o.kind == KVT_GPU_VMM ? "cuda_vmm" : "cuda_ipc");
 
@@ -357,15 +335,15 @@ int main(int argc, char **argv)
 	       ceil.h2d, ceil.d2h, ceil.duplex);
 
 	/* The KV cache: random-ish bytes, one tensor per layer. */
-	void **bases = calloc(o.layers, sizeof(*bases));
+	void **bases = calloc(o.m.layers, sizeof(*bases));
 	uint64_t layer_bytes = 2 * (uint64_t)g.cache_blocks * g.chunk;
-	for (unsigned l = 0; l < o.layers; l++) {
+	for (unsigned l = 0; l < o.m.layers; l++) {
 		CUDA_CHECK(cudaMalloc(&bases[l], layer_bytes));
 		CUDA_CHECK(cudaMemset(bases[l], (int)(l * 37 + 1), layer_bytes));
 	}
 	void **bases_dev;
-	CUDA_CHECK(cudaMalloc((void **)&bases_dev, o.layers * sizeof(void *)));
-	CUDA_CHECK(cudaMemcpy(bases_dev, bases, o.layers * sizeof(void *), cudaMemcpyHostToDevice));
+	CUDA_CHECK(cudaMalloc((void **)&bases_dev, o.m.layers * sizeof(void *)));
+	CUDA_CHECK(cudaMemcpy(bases_dev, bases, o.m.layers * sizeof(void *), cudaMemcpyHostToDevice));
 
 	struct worker w = {0}, w2 = {0};
 	worker_open(&w, &o, &g, bases_dev);
@@ -405,7 +383,7 @@ int main(int argc, char **argv)
 	       2 * total / both_s / 1e9 / ceil.duplex, (unsigned long long)failed);
 	worker_close(&w2);
 	worker_close(&w);
-	for (unsigned l = 0; l < o.layers; l++)
+	for (unsigned l = 0; l < o.m.layers; l++)
 		cudaFree(bases[l]);
 	cudaFree(bases_dev);
 	free(bases);

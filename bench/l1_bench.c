@@ -18,15 +18,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "bench_keys.h"
 #include "l1.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void die(const char *what, int err)
 {

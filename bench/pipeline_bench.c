@@ -27,21 +27,17 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "bench_clock.h"
+#include "bench_keys.h"
 #include "kvtier/pipeline.h"
+#include "model_geometry.h"
 
 struct opts {
 	const char *socket;
 	int gpu;
-	unsigned layers, kv_heads, head_dim, dtype_bytes, block_tokens, tokens;
+	struct model_geometry m;
 	unsigned requests, concurrency, depth, buffer_blocks, max_inflight;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void die(const char *what, int err)
 {
@@ -151,15 +147,6 @@ struct workload {
 	uint64_t failed_blocks;
 };
 
-static struct kvt_key request_key(unsigned r, uint32_t i)
-{
-	struct kvt_key k = {{0}};
-	uint64_t n = ((uint64_t)r << 32) | i;
-	memcpy(k.bytes, &n, sizeof(n));
-	memcpy(k.bytes + 8, "pipeline", 8);
-	return k;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -231,8 +218,7 @@ static struct pass_result run_pass(struct workload *w, int load, unsigned concur
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: kvtier-pipeline-bench --socket PATH [--gpu] [--layers 36] [--kv-heads 8]\n"
-		"       [--head-dim 128] [--dtype-bytes 2] [--block-tokens 128] [--tokens 8192]\n"
+		"usage: kvtier-pipeline-bench --socket PATH [--gpu] " MODEL_GEOMETRY_USAGE "\n"
 		"       [--requests 200] [--concurrency 8] [--depth 4] [--buffer-blocks 16]\n"
 		"       [--max-inflight CONCURRENCY]\n");
 	exit(2);
@@ -240,27 +226,20 @@ static void usage(void)
 
 static void parse(int argc, char **argv, struct opts *o)
 {
-	*o = (struct opts){.layers = 36, .kv_heads = 8, .head_dim = 128, .dtype_bytes = 2,
-			   .block_tokens = 128, .tokens = 8192, .requests = 200, .concurrency = 8,
+	*o = (struct opts){.m = MODEL_GEOMETRY_DEFAULTS, .requests = 200, .concurrency = 8,
 			   .depth = 4, .buffer_blocks = 16};
 	static const struct option lo[] = {
-		{"socket", 1, 0, 's'}, {"gpu", 0, 0, 'g'}, {"layers", 1, 0, 'L'},
-		{"kv-heads", 1, 0, 'H'}, {"head-dim", 1, 0, 'D'}, {"dtype-bytes", 1, 0, 'B'},
-		{"block-tokens", 1, 0, 'b'}, {"tokens", 1, 0, 't'}, {"requests", 1, 0, 'r'},
-		{"concurrency", 1, 0, 'c'}, {"depth", 1, 0, 'd'}, {"buffer-blocks", 1, 0, 'n'},
-		{"max-inflight", 1, 0, 'm'}, {0, 0, 0, 0}};
+		{"socket", 1, 0, 's'}, {"gpu", 0, 0, 'g'}, MODEL_GEOMETRY_OPTIONS,
+		{"requests", 1, 0, 'r'}, {"concurrency", 1, 0, 'c'}, {"depth", 1, 0, 'd'},
+		{"buffer-blocks", 1, 0, 'n'}, {"max-inflight", 1, 0, 'm'}, {0, 0, 0, 0}};
 	int c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		unsigned v = optarg ? (unsigned)strtoul(optarg, NULL, 10) : 0;
+		if (model_geometry_option(&o->m, c, optarg))
+			continue;
 		switch (c) {
 		case 's': o->socket = optarg; break;
 		case 'g': o->gpu = 1; break;
-		case 'L': o->layers = v; break;
-		case 'H': o->kv_heads = v; break;
-		case 'D': o->head_dim = v; break;
-		case 'B': o->dtype_bytes = v; break;
-		case 'b': o->block_tokens = v; break;
-		case 't': o->tokens = v; break;
 		case 'r': o->requests = v; break;
 		case 'c': o->concurrency = v; break;
 		case 'd': o->depth = v; break;
@@ -269,8 +248,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		default: usage();
 		}
 	}
-	if (!o->socket || !o->layers || !o->block_tokens || o->tokens < o->block_tokens ||
-	    !o->requests || !o->concurrency || o->concurrency > o->requests || o->depth < 2)
+	if (!o->socket || !model_geometry_valid(&o->m) || !o->requests || !o->concurrency || o->concurrency > o->requests || o->depth < 2)
 		usage();
 	if (!o->max_inflight)
 		o->max_inflight = o->concurrency;
@@ -299,28 +277,28 @@ int main(int argc, char **argv)
 	if (o.gpu)
 		die("--gpu", -KVT_ENOCUDA);
 #endif
-	uint64_t chunk = (uint64_t)o.block_tokens * o.kv_heads * o.head_dim * o.dtype_bytes;
-	struct workload w = {.o = &o, .bpr = o.tokens / o.block_tokens};
-	uint64_t block = chunk * 2 * o.layers, request_bytes = block * w.bpr;
+	uint64_t chunk = model_chunk_bytes(&o.m);
+	struct workload w = {.o = &o, .bpr = model_blocks_per_request(&o.m)};
+	uint64_t block = model_block_bytes(&o.m), request_bytes = block * w.bpr;
 	uint32_t cache_blocks = w.bpr * o.concurrency;
 	double ceiling = ceiling_gbs(o.gpu, block, w.bpr);
 	printf("geometry: %u layers, %u-token blocks of %llu B, %u blocks (%llu B) per request, "
 	       "%u requests, concurrency %u, %s staging %u x %u blocks; ceiling %.2f GB/s (%s)\n",
-	       o.layers, o.block_tokens, (unsigned long long)block, w.bpr,
+	       o.m.layers, o.m.block_tokens, (unsigned long long)block, w.bpr,
 	       (unsigned long long)request_bytes, o.requests, o.concurrency, o.gpu ? "GPU" : "shm",
 	       o.depth, o.buffer_blocks, ceiling,
 	       o.gpu ? "cudaMemcpyAsync H2D from pinned memory" : "one-thread memcpy");
 
-	void **layers = calloc(o.layers, sizeof(*layers));
-	for (unsigned l = 0; l < o.layers; l++)
+	void **layers = calloc(o.m.layers, sizeof(*layers));
+	for (unsigned l = 0; l < o.m.layers; l++)
 		layers[l] = mem_alloc(o.gpu, 2 * (size_t)cache_blocks * chunk);
-	void **bases = copy_to(o.gpu, layers, o.layers * sizeof(void *));
+	void **bases = copy_to(o.gpu, layers, o.m.layers * sizeof(void *));
 	struct kvt_pipeline_options po = {
 		.client = {.socket_path = o.socket, .model = "pipeline-bench", .block_bytes = block,
 			   .tp_size = 1},
 		.gpu = o.gpu, .depth = o.depth, .buffer_blocks = o.buffer_blocks,
 		.max_inflight = o.max_inflight,
-		.layout = {.num_layers = o.layers, .planes = 2, .chunk_bytes = chunk,
+		.layout = {.num_layers = o.m.layers, .planes = 2, .chunk_bytes = chunk,
 			   .plane_stride = (uint64_t)cache_blocks * chunk, .block_stride = chunk,
 			   .layer_bases = bases}};
 	int err = kvt_pipeline_open(&po, &w.p);
@@ -331,7 +309,7 @@ int main(int argc, char **argv)
 	w.latency_ms = calloc(o.requests, sizeof(double));
 	for (unsigned r = 0; r < o.requests; r++)
 		for (uint32_t i = 0; i < w.bpr; i++)
-			w.keys[(size_t)r * w.bpr + i] = request_key(r, i);
+			w.keys[(size_t)r * w.bpr + i] = key_of(((uint64_t)r << 32) | i);
 	for (uint32_t i = 0; i < cache_blocks; i++)
 		w.ids[i] = (int32_t)((i * 7u) % cache_blocks); /* scattered, not contiguous */
 
@@ -360,7 +338,7 @@ int main(int argc, char **argv)
 	       one.p50_ms / ideal_ms, (unsigned long long)store_failed,
 	       (unsigned long long)w.failed_blocks);
 	kvt_pipeline_close(w.p);
-	for (unsigned l = 0; l < o.layers; l++)
+	for (unsigned l = 0; l < o.m.layers; l++)
 		mem_free(o.gpu, layers[l]);
 	mem_free(o.gpu, bases);
 	free(layers);

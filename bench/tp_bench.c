@@ -29,6 +29,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "bench_clock.h"
+#include "bench_keys.h"
 #include "kvtier/kvtier.h"
 
 #define MAX_RANKS 16
@@ -47,20 +49,9 @@ struct rank_report {                  /* what a rank sends back after each phase
 	uint64_t bytes;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static struct kvt_key tp_key(unsigned req, uint32_t i)
 {
-	struct kvt_key k = {{0}};
-	uint64_t n = ((uint64_t)req << 32) | i;
-	memcpy(k.bytes, &n, sizeof(n));
-	memcpy(k.bytes + 8, "tp-bench", 8);
-	return k;
+	return key_of(((uint64_t)req << 32) | i);
 }
 
 /* The bytes of rank's part of block i of request req. */
