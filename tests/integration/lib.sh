@@ -15,9 +15,9 @@ trap cleanup EXIT
 
 ok() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
 not_ok() { FAILED=$((FAILED + 1)); echo "not ok - $*"; }
-check() { # check DESCRIPTION COMMAND...
+check() { # check DESCRIPTION COMMAND...: 0 when it passed, 1 when not
 	desc=$1; shift
-	if "$@"; then ok "$desc"; else not_ok "$desc"; fi
+	if "$@"; then ok "$desc"; else not_ok "$desc"; return 1; fi
 }
 
 # Waits (at most 10 s, polling) until FILE contains PATTERN.

@@ -29,8 +29,9 @@ done
 check "/metrics has the L2 tier's capacity" \
 	grep -q '^kvtier_tier_capacity_bytes{tier="l2"} 67108864$' "$TMP/metrics"
 
-# A real Prometheus on loopback, scraping every second.
-PROM_PORT=$((KVT_PORT + 1))
+# A real Prometheus on loopback, scraping every second, on a port free now
+# (other tests run at the same time and hold ports of their own).
+PROM_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cat >"$TMP/prometheus.yml" <<YML
 global:
   scrape_interval: 1s
@@ -60,7 +61,8 @@ wait_value() {
 	echo "  $1 = '$(query "$1")', wanted '$2'"
 	return 1
 }
-check "Prometheus scraped kvtier_up == 1" wait_value 'kvtier_up' 1
+check "Prometheus scraped kvtier_up == 1" wait_value 'kvtier_up' 1 ||
+	{ echo "  prometheus log:"; tail -20 "$TMP/prom.log"; }
 check "no blocks stored before traffic" wait_value 'kvtier_blocks_stored_total' 0
 "$KVTIER_BENCH" --socket "$TMP/run/kvtierd.sock" --blocks 8 --block-size 1MiB >"$TMP/bench.out" 2>&1
 check "kvtier-bench ran and verified" grep -q "verified: every byte" "$TMP/bench.out"
