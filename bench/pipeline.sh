@@ -9,6 +9,8 @@
 #   bench/pipeline.sh --host [BUILD-DIR]   shm staging on a CPU machine (default build/plain)
 #   bench/pipeline.sh --gpu [DIR]          GPU staging (DIR: .devcarry or a build tree)
 #   REQUESTS=.. TOKENS=.. CONCURRENCY=.. DISK=/var/tmp MODES="l1 evict" bench/pipeline.sh ...
+#   EVICT_STORE_GBS=1.0: in evict mode, store no faster than that (a prefill's
+#   pace), so that L2 can take the victims instead of dropping them
 #
 # The reference ran 200 requests of 8192 tokens at 128-token blocks (Qwen3-8B:
 # 18,874,368 B a block, 64 a request), concurrency 8. L1 regions are one block
@@ -42,17 +44,16 @@ WORK=$(mktemp -d "$DISK/kvtier-pipeline.XXXXXX")
 trap 'kvtierd_stop; rm -rf "$WORK"' EXIT
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) CPUs, $MODE, $REQUESTS requests of $TOKENS tokens, concurrency $CONCURRENCY, working set $((WS / MIB)) MiB, L2 on $DISK ($(df --output=source,fstype "$DISK" | tail -1))"
 
-disk_ceiling() { # GB/s of O_DIRECT reads at the block size, queue depth 32
+disk_ceiling() { # prints "GB/s source": O_DIRECT random reads at the block size, queue depth 32
 	if command -v fio >/dev/null; then
 		fio --name=c --filename="$WORK/fio" --size=4G --rw=randread --bs=$BLOCK --iodepth=32 \
 			--ioengine=io_uring --direct=1 --output-format=json 2>/dev/null |
-			python3 -c 'import json,sys; print("fio randread %.2f GB/s" % (json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"]/1e9))'
+			python3 -c 'import json,sys; print("%.2f fio" % (json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"]/1e9))'
 		rm -f "$WORK/fio"
 	elif [ -x "$BIN/uring_read" ]; then
-		echo "uring_read (fio is not installed): $("$BIN/uring_read" "$WORK/uring" 4096 2>&1 | grep -i -m3 'read' | tr '\n' ' ')"
+		"$BIN/uring_read" "$WORK/uring" 4096 2>&1 |
+			sed -n 's/^read bs= *18432KiB qd=32: .* rand \([0-9.]*\) GB\/s.*/\1 uring_read/p'
 		rm -f "$WORK/uring"
-	else
-		echo "no fio or uring_read here: the disk ceiling was not measured"
 	fi
 }
 
@@ -70,8 +71,10 @@ for m in $MODES; do
 	fi
 	port=$(sed -n 's/.*ready: control plane on .* port \([0-9]*\),.*/\1/p' "$WORK/run/log")
 	echo "== mode $m, L1 $L1"
-	"$BIN/kvtier-pipeline-bench" --socket "$WORK/run/kvtierd.sock" $GPUFLAG \
-		--tokens "$TOKENS" --requests "$REQUESTS" --concurrency "$CONCURRENCY"
+	PACE=
+	[ "$m" = evict ] && [ -n "${EVICT_STORE_GBS:-}" ] && PACE="--store-gbs $EVICT_STORE_GBS"
+	"$BIN/kvtier-pipeline-bench" --socket "$WORK/run/kvtierd.sock" $GPUFLAG $PACE \
+		--tokens "$TOKENS" --requests "$REQUESTS" --concurrency "$CONCURRENCY" | tee "$WORK/bench.out"
 	curl -s "http://127.0.0.1:$port/v1/stats" | python3 -c '
 import json, sys
 j = json.load(sys.stdin)
@@ -84,5 +87,16 @@ if l2:
           (l2["bytes_written"] / 1e9, l2["bytes_read"] / 1e9, l2["victims_written"],
            l2["victims_dropped_behind"]))'
 	kvtierd_stop
-	[ "$m" = evict ] && disk_ceiling
+	if [ "$m" = evict ]; then
+		set -- $(disk_ceiling)
+		if [ $# -eq 2 ]; then
+			tail -n 1 "$WORK/bench.out" | python3 -c '
+import json, sys
+r, disk, src = json.loads(sys.stdin.read()), float(sys.argv[1]), sys.argv[2]
+print("disk read ceiling (%s, random %s-byte reads, queue depth 32): %.2f GB/s; warm load c%d %.2f GB/s = %.2f of it, c1 %.2f GB/s = %.2f of it" %
+      (src, r["block_bytes"], disk, r["concurrency"], r["load_gbs"], r["load_gbs"] / disk, r["c1_gbs"], r["c1_gbs"] / disk))' "$1" "$2"
+		else
+			echo "no fio or uring_read here: the disk ceiling was not measured"
+		fi
+	fi
 done

@@ -7,7 +7,8 @@
  * per layer [2][num_blocks][block_tokens][kv_heads][head_dim]); a cold pass
  * stores every request, then a warm pass loads every request, both with
  * --concurrency requests outstanding (a new one starts when one finishes),
- * then a warm pass at concurrency 1. Each in-flight request slot owns its
+ * then a warm pass at concurrency 1. --store-gbs paces the cold pass like
+ * a prefill would (so that in evict mode L2 can take the victims). Each in-flight request slot owns its
  * own range of cache blocks. Reports per-request warm load time (mean, p50,
  * p99), aggregate GB/s of the bytes moved (failed blocks do not count)
  * and the ratio to the ceiling measured in the same
@@ -37,6 +38,7 @@ struct opts {
 	int gpu;
 	struct model_geometry m;
 	unsigned requests, concurrency, depth, buffer_blocks, max_inflight;
+	double store_gbs;             /* > 0: the cold pass submits no faster (a prefill's pace) */
 };
 
 static void die(const char *what, int err)
@@ -141,6 +143,7 @@ struct workload {
 	const struct opts *o;
 	struct kvt_pipeline *p;
 	uint32_t bpr;                /* blocks per request */
+	uint64_t request_bytes;
 	struct kvt_key *keys;        /* requests x bpr */
 	int32_t *ids;                /* concurrency x bpr: each slot's cache blocks */
 	double *latency_ms;
@@ -166,6 +169,15 @@ static uint64_t bytes_moved(struct kvt_pipeline *p, int load)
 }
 
 /* Runs every request once (load or store), concurrency outstanding at a time. */
+static void wait_until(double t)
+{
+	double d = t - now_s();
+	if (d <= 0)
+		return;
+	struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+	nanosleep(&ts, NULL);
+}
+
 static struct pass_result run_pass(struct workload *w, int load, unsigned concurrency)
 {
 	const struct opts *o = w->o;
@@ -184,6 +196,8 @@ static struct pass_result run_pass(struct workload *w, int load, unsigned concur
 						 .block_ids = w->ids + (size_t)slot * w->bpr,
 						 .nblocks = w->bpr};
 			slot_of[next] = slot;
+			if (!load && o->store_gbs > 0)
+				wait_until(t0 + (double)next * w->request_bytes / (o->store_gbs * 1e9));
 			started[next] = now_s();
 			int err = load ? kvt_pipeline_submit_load(w->p, &t)
 				       : kvt_pipeline_submit_store(w->p, &t);
@@ -220,7 +234,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: kvtier-pipeline-bench --socket PATH [--gpu] " MODEL_GEOMETRY_USAGE "\n"
 		"       [--requests 200] [--concurrency 8] [--depth 4] [--buffer-blocks 16]\n"
-		"       [--max-inflight CONCURRENCY]\n");
+		"       [--max-inflight CONCURRENCY] [--store-gbs GB/S]\n");
 	exit(2);
 }
 
@@ -231,7 +245,8 @@ static void parse(int argc, char **argv, struct opts *o)
 	static const struct option lo[] = {
 		{"socket", 1, 0, 's'}, {"gpu", 0, 0, 'g'}, MODEL_GEOMETRY_OPTIONS,
 		{"requests", 1, 0, 'r'}, {"concurrency", 1, 0, 'c'}, {"depth", 1, 0, 'd'},
-		{"buffer-blocks", 1, 0, 'n'}, {"max-inflight", 1, 0, 'm'}, {0, 0, 0, 0}};
+		{"buffer-blocks", 1, 0, 'n'}, {"max-inflight", 1, 0, 'm'},
+		{"store-gbs", 1, 0, 'S'}, {0, 0, 0, 0}};
 	int c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		unsigned v = optarg ? (unsigned)strtoul(optarg, NULL, 10) : 0;
@@ -245,6 +260,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'd': o->depth = v; break;
 		case 'n': o->buffer_blocks = v; break;
 		case 'm': o->max_inflight = v; break;
+		case 'S': o->store_gbs = strtod(optarg, NULL); break;
 		default: usage();
 		}
 	}
@@ -280,6 +296,7 @@ int main(int argc, char **argv)
 	uint64_t chunk = model_chunk_bytes(&o.m);
 	struct workload w = {.o = &o, .bpr = model_blocks_per_request(&o.m)};
 	uint64_t block = model_block_bytes(&o.m), request_bytes = block * w.bpr;
+	w.request_bytes = request_bytes;
 	uint32_t cache_blocks = w.bpr * o.concurrency;
 	double ceiling = ceiling_gbs(o.gpu, block, w.bpr);
 	printf("geometry: %u layers, %u-token blocks of %llu B, %u blocks (%llu B) per request, "
