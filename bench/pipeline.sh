@@ -11,6 +11,8 @@
 #   REQUESTS=.. TOKENS=.. CONCURRENCY=.. DISK=/var/tmp MODES="l1 evict" bench/pipeline.sh ...
 #   EVICT_STORE_GBS=1.0: in evict mode, store no faster than that (a prefill's
 #   pace), so that L2 can take the victims instead of dropping them
+#   L2_WRITE_BUFFERS=8: L2 write buffers of 180 MiB (one burst of victims: the
+#   pool's 4 x 16 blocks is 1.2 GB)
 #
 # The reference ran 200 requests of 8192 tokens at 128-token blocks (Qwen3-8B:
 # 18,874,368 B a block, 64 a request), concurrency 8. L1 regions are one block
@@ -64,7 +66,8 @@ for m in $MODES; do
 		L1=$((WS * 9 / 10 / MIB))MiB
 		kvtierd_start "$BIN/kvtierd" "$WORK/run" --l1-size "$L1" --l1-region-size 18MiB \
 			--l2-path "$WORK/l2" --l2-region-size 180MiB \
-			--l2-size $((WS * 5 / 4 / MIB))MiB --l2-queue-depth 32
+			--l2-size $((WS * 5 / 4 / MIB))MiB --l2-queue-depth 32 \
+			--l2-write-buffers "${L2_WRITE_BUFFERS:-8}"
 	else
 		L1=$((WS * 11 / 10 / MIB + 1024))MiB
 		kvtierd_start "$BIN/kvtierd" "$WORK/run" --l1-size "$L1" --l1-region-size 18MiB

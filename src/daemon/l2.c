@@ -21,7 +21,6 @@
 #include "prefault.h"
 
 /* Write buffers: one fills while the other is written out. */
-#define L2_WBUFS 2
 /* The kernel's limit on one registered buffer. */
 #define L2_MAX_FIXED (UINT64_C(1) << 30)
 /* Retries of one read or write (-EAGAIN, short transfers) before it fails. */
@@ -170,7 +169,7 @@ static void io_queue(struct l2 *l2, struct l2_io *io)
 /* The registered buffer holding [p, p + len), or -1. */
 static int fixed_index(const struct l2 *l2, const uint8_t *p, uint64_t len)
 {
-	for (int i = 0; i < L2_WBUFS; i++) {
+	for (uint32_t i = 0; i < l2->nwbufs; i++) {
 		const struct l2_wbuf *w = &l2->wbufs[i];
 		if (w->fixed_index >= 0 && p >= w->mem && p + len <= w->mem + l2->region_size)
 			return w->fixed_index;
@@ -179,7 +178,7 @@ static int fixed_index(const struct l2 *l2, const uint8_t *p, uint64_t len)
 		return -1;
 	uint64_t first = (uint64_t)(p - l2->arena) / L2_MAX_FIXED;
 	uint64_t last = (uint64_t)(p + len - 1 - l2->arena) / L2_MAX_FIXED;
-	return first == last ? L2_WBUFS + (int)first : -1;
+	return first == last ? (int)(l2->nwbufs + first) : -1;
 }
 
 static void io_prep(struct l2 *l2, struct io_uring_sqe *sqe, struct l2_io *io)
@@ -394,7 +393,7 @@ static void region_seal(struct l2 *l2, struct l2_region *r)
 static struct l2_region *region_open(struct l2 *l2)
 {
 	struct l2_wbuf *wb = NULL;
-	for (int i = 0; i < L2_WBUFS && !wb; i++)
+	for (uint32_t i = 0; i < l2->nwbufs && !wb; i++)
 		if (!l2->wbufs[i].region)
 			wb = &l2->wbufs[i];
 	if (!wb)
@@ -515,7 +514,7 @@ static bool contains_hook(void *ctx, const struct kvt_ns *ns, const struct kvt_k
 static bool has_room_hook(void *ctx)
 {
 	struct l2 *l2 = ctx;
-	for (int i = 0; i < L2_WBUFS; i++)
+	for (uint32_t i = 0; i < l2->nwbufs; i++)
 		if (!l2->wbufs[i].region)
 			return true;
 	return l2->open && l2->open->used <= l2->region_size / 2;
@@ -827,34 +826,34 @@ static int open_ring(struct l2 *l2, char *why, size_t whylen)
 static void register_buffers(struct l2 *l2)
 {
 	unsigned chunks = l2->arena ? (unsigned)((l2->arena_size + L2_MAX_FIXED - 1) / L2_MAX_FIXED) : 0;
-	struct iovec *iov = calloc(L2_WBUFS + chunks, sizeof(*iov));
+	struct iovec *iov = calloc(l2->nwbufs + chunks, sizeof(*iov));
 	if (!iov)
 		return;
-	for (int i = 0; i < L2_WBUFS; i++)
+	for (uint32_t i = 0; i < l2->nwbufs; i++)
 		iov[i] = (struct iovec){l2->wbufs[i].mem, l2->region_size};
 	for (unsigned c = 0; c < chunks; c++) {
 		uint64_t off = (uint64_t)c * L2_MAX_FIXED;
 		uint64_t len = l2->arena_size - off < L2_MAX_FIXED ? l2->arena_size - off : L2_MAX_FIXED;
-		iov[L2_WBUFS + c] = (struct iovec){l2->arena + off, len};
+		iov[l2->nwbufs + c] = (struct iovec){l2->arena + off, len};
 	}
-	int err = io_uring_register_buffers(&l2->ring, iov, L2_WBUFS + chunks);
+	int err = io_uring_register_buffers(&l2->ring, iov, l2->nwbufs + chunks);
 	free(iov);
 	if (err) {
 		log_warn("l2: cannot register buffers with io_uring (%s; memlock limit?); "
 			 "using unregistered I/O", strerror(-err));
 		return;
 	}
-	for (int i = 0; i < L2_WBUFS; i++)
+	for (uint32_t i = 0; i < l2->nwbufs; i++)
 		l2->wbufs[i].fixed_index = i;
 	l2->fixed_arena_chunks = chunks;
 }
 
 static int alloc_wbufs(struct l2 *l2)
 {
-	l2->wbufs = calloc(L2_WBUFS, sizeof(*l2->wbufs));
+	l2->wbufs = calloc(l2->nwbufs, sizeof(*l2->wbufs));
 	if (!l2->wbufs)
 		return -ENOMEM;
-	for (int i = 0; i < L2_WBUFS; i++) {
+	for (uint32_t i = 0; i < l2->nwbufs; i++) {
 		void *m = mmap(NULL, l2->region_size, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 		if (m == MAP_FAILED)
@@ -868,6 +867,7 @@ static int alloc_wbufs(struct l2 *l2)
 int l2_open(struct l2 *l2, const struct l2_config *cfg, char *why, size_t whylen)
 {
 	*l2 = (struct l2){.fd = -1, .eventfd = -1, .queue_depth = cfg->queue_depth,
+			  .nwbufs = cfg->write_buffers ? cfg->write_buffers : 2,
 			  .arena = cfg->arena, .arena_size = cfg->arena_size, .next_seq = 1};
 	struct l2dev dev;
 	int err = l2dev_open(cfg->path, cfg->size, &dev, why, whylen);
@@ -919,7 +919,7 @@ void l2_close(struct l2 *l2)
 	}
 	index_destroy(&l2->index);
 	if (l2->wbufs) {
-		for (int i = 0; i < L2_WBUFS; i++)
+		for (uint32_t i = 0; i < l2->nwbufs; i++)
 			if (l2->wbufs[i].mem)
 				munmap(l2->wbufs[i].mem, l2->region_size);
 	}

@@ -109,6 +109,7 @@ struct l2_config {
 	uint64_t size;            /* hard cap on the bytes used; 0: the size of an existing file or device */
 	uint64_t region_size;     /* 0: chosen from size */
 	uint32_t queue_depth;
+	uint32_t write_buffers;   /* region-sized buffers victims are written from; 0 means 2 */
 	uint8_t *arena;           /* memory reads go into (L1), registered with the ring when it can be */
 	uint64_t arena_size;
 };
@@ -136,6 +137,7 @@ struct l2 {
 	struct l2_region *regions;
 	struct l2_region *open;       /* being filled, NULL when none */
 	struct l2_wbuf *wbufs;
+	uint32_t nwbufs;
 	uint64_t next_seq;
 	struct index index;
 	uint32_t consecutive_errors;

@@ -79,6 +79,7 @@ int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, st
 	struct l2_config lc = {
 		.path = cfg->l2_path, .size = cfg->l2_size, .region_size = cfg->l2_region_size,
 		.queue_depth = (uint32_t)cfg->l2_queue_depth, .arena = l1->arena.base,
+		.write_buffers = (uint32_t)cfg->l2_write_buffers,
 		.arena_size = l1->arena.size,
 	};
 	char why[512];

@@ -84,6 +84,8 @@ static const struct option_def options[] = {
 	 "SIZE", "L2 region size, the largest item L2 takes and the unit it reclaims; 0: l2-size/32 within 8 MiB..256 MiB"},
 	{"l2-queue-depth", 0, OPT_UINT, OFF(l2_queue_depth), "64", NULL, 1, 4096, false, "N",
 	 "L2 reads and writes in flight at once (io_uring queue depth)"},
+	{"l2-write-buffers", 0, OPT_UINT, OFF(l2_write_buffers), "4", NULL, 2, 64, false, "N",
+	 "region-sized memory buffers L1 victims are written to L2 from: the burst of victims L2 takes before it drops them"},
 	{"web-dir", 0, OPT_PATH, OFF(web_dir), NULL,
 	 "the installed share/kvtier/web, else the source tree's web/", 0, 0, false, "DIR",
 	 "directory of the dashboard's files, served at /"},

@@ -36,6 +36,7 @@ struct kvtd_config {
 	uint64_t l2_size;
 	uint64_t l2_region_size;
 	uint64_t l2_queue_depth;
+	uint64_t l2_write_buffers;
 	char *web_dir;
 	enum kvt_log_level log_level;
 };

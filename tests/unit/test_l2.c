@@ -38,6 +38,7 @@ struct fixture {
 	struct l2 l2;
 	bool open;
 	uint8_t *dst;            /* aligned read target (dst_block) */
+	uint32_t write_buffers;  /* 0: the engine's default (2) */
 	/* fault injection */
 	int fault_res;           /* the result to force; 0: none */
 	unsigned fault_count;    /* completions to alter */
@@ -59,7 +60,7 @@ static void l2_up(struct fixture *f)
 {
 	char why[256] = "";
 	struct l2_config cfg = {.path = f->path, .size = REGION * NREGIONS, .region_size = REGION,
-				.queue_depth = 8};
+				.queue_depth = 8, .write_buffers = f->write_buffers};
 	int err = l2_open(&f->l2, &cfg, why, sizeof(why));
 	if (err)
 		fail_msg("l2_open: %s", why);
@@ -226,21 +227,32 @@ static void test_tp_items_whole(void **state)
 	fixture_free(f);
 }
 
-static void test_behind_drops_never_waits(void **state)
+/* No completion is reaped: once every write buffer is full, victims are dropped. */
+static void behind_drops(uint32_t write_buffers, uint64_t buffered)
 {
-	(void)state;
 	struct fixture *f = fixture_new();
-	/* No completion is reaped: once both write buffers are full, victims are dropped. */
-	uint64_t total = 3 * PER_REGION;
+	if (write_buffers) { /* reopen with that many buffers */
+		l2_down(f);
+		f->write_buffers = write_buffers;
+		l2_up(f);
+	}
+	uint64_t total = (buffered + 1) * PER_REGION;
 	for (uint64_t n = 0; n < total; n++)
 		put_nowait(f, f->ns, n);
 	uint64_t dropped = STAT(f, victims_dropped_behind);
-	assert_int_equal(dropped, total - 2 * PER_REGION);
-	assert_int_equal(STAT(f, victims_written), 2 * PER_REGION);
+	assert_int_equal(dropped, total - buffered * PER_REGION);
+	assert_int_equal(STAT(f, victims_written), buffered * PER_REGION);
 	settle(f);
 	for (uint64_t n = 0; n < total; n++)
-		assert_int_equal(get(f, f->ns, n, 0, NULL), n < 2 * PER_REGION ? 0 : -ENOENT);
+		assert_int_equal(get(f, f->ns, n, 0, NULL), n < buffered * PER_REGION ? 0 : -ENOENT);
 	fixture_free(f);
+}
+
+static void test_behind_drops_never_waits(void **state)
+{
+	(void)state;
+	behind_drops(0, 2); /* the default: two write buffers */
+	behind_drops(3, 3);
 }
 
 static void test_capacity_reclaims_oldest(void **state)

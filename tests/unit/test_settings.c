@@ -166,6 +166,8 @@ static void test_flag_errors(void **state)
 		     "l2-region-size: must be a multiple of 4 KiB");
 	expect_error((const char *[]){"--l2-path", "/tmp/l2", "--l2-queue-depth", "0", NULL},
 		     "l2-queue-depth");
+	expect_error((const char *[]){"--l2-path", "/tmp/l2", "--l2-write-buffers", "1", NULL},
+		     "--l2-write-buffers: 1 is outside 2..64");
 	expect_error((const char *[]){"--l1-size", "64MiB", "--l1-region-size", "128MiB", NULL},
 		     "larger than l1-size");
 	expect_error((const char *[]){"--l1-region-size", "1000000B", NULL}, "outside");
