@@ -34,7 +34,7 @@ struct kvt_pipeline_event;
 typedef void (*kvt_pipeline_trace_fn)(void *ctx, const struct kvt_pipeline_event *ev);
 
 struct kvt_pipeline_options {
-	struct kvt_client_options client;  /* lanes is set to depth */
+	struct kvt_client_options client;  /* lanes is set to depth + 1 */
 	int gpu;                    /* 1: GPU staging and kernels; 0: shared memory and memcpy */
 	int device;                 /* GPU mode: the CUDA device */
 	int gpu_kind;               /* GPU mode: KVT_GPU_VMM (0 means it) or KVT_GPU_IPC */
@@ -68,7 +68,7 @@ enum kvt_pipeline_event_type { KVT_PL_DISPATCH = 1, KVT_PL_COMPLETE = 2 };
 struct kvt_pipeline_event {
 	enum kvt_pipeline_event_type type;
 	int load;
-	uint32_t buffer;            /* staging buffer (and lane) index */
+	uint32_t buffer;            /* staging buffer index (its lane is buffer + 1) */
 	uint64_t batch;             /* batch sequence number, from 0 in dispatch order */
 	uint32_t nblocks;
 	uint32_t nrequests;         /* requests with blocks in the batch */
@@ -91,7 +91,11 @@ struct kvt_pipeline_stats {
 int kvt_pipeline_open(const struct kvt_pipeline_options *o, struct kvt_pipeline **out);
 /* Drains (waits for every request), stops and frees everything. */
 void kvt_pipeline_close(struct kvt_pipeline *p);
-/* The pipeline's client, for lookups (lane 0 is shared with the pool). */
+/*
+ * The pipeline's client, for lookups and leases on lane 0, which is the
+ * caller's alone (the pool's buffers have lanes 1..depth); one thread at a
+ * time, as for any lane.
+ */
 struct kvt_client *kvt_pipeline_client(struct kvt_pipeline *p);
 
 /*

@@ -49,8 +49,11 @@ struct segment {                     /* a request's blocks [first, first + n) in
 	uint32_t first, n;
 };
 
+/* Lane 0 is the caller's (kvt_pipeline_client); buffer i has lane i + 1. */
+#define POOL_LANE(i) ((unsigned)(i) + 1)
+
 struct staging_buf {
-	uint32_t index;              /* in the pool, and the lane */
+	uint32_t index;              /* in the pool; its lane is POOL_LANE(index) */
 	uint32_t reg_index;          /* the daemon's buffer index */
 	uint8_t *ptr;                /* host or device address */
 	uint64_t size;
@@ -303,10 +306,10 @@ static void batch_send(struct kvt_pipeline *p, struct staging_buf *b)
 	trace(p, KVT_PL_DISPATCH, b, b->seg[0].req->id);
 	int err = b->load ? 0 : staging_move(p, b, 0);
 	if (!err)
-		err = b->load ? kvt_submit_load(p->c, b->index, b->reg_index, b->blocks, b->nblocks,
-						&b->req_id)
-			      : kvt_submit_store(p->c, b->index, b->reg_index, b->blocks, b->nblocks,
-						 &b->req_id);
+		err = b->load ? kvt_submit_load(p->c, POOL_LANE(b->index), b->reg_index, b->blocks,
+						b->nblocks, &b->req_id)
+			      : kvt_submit_store(p->c, POOL_LANE(b->index), b->reg_index, b->blocks,
+						 b->nblocks, &b->req_id);
 	if (err)
 		batch_finish(p, b, err);
 }
@@ -326,7 +329,7 @@ static void dispatch(struct kvt_pipeline *p)
 static void reap(struct kvt_pipeline *p, struct staging_buf *b)
 {
 	struct kvt_completion cmp;
-	int n = kvt_poll(p->c, b->index, &cmp, 1, 0);
+	int n = kvt_poll(p->c, POOL_LANE(b->index), &cmp, 1, 0);
 	if (n == 0)
 		return;
 	int status = n < 0 ? n : cmp.status;
@@ -351,7 +354,8 @@ static void *progress(void *arg)
 		pfd[0] = (struct pollfd){.fd = p->wake_fd, .events = POLLIN};
 		for (uint32_t i = 0; i < p->o.depth; i++)
 			if (p->bufs[i].busy) {
-				pfd[n] = (struct pollfd){.fd = kvt__lane_fd(p->c, i), .events = POLLIN};
+				pfd[n] = (struct pollfd){.fd = kvt__lane_fd(p->c, POOL_LANE(i)),
+							 .events = POLLIN};
 				who[n++ - 1] = i;
 			}
 		pthread_mutex_unlock(&p->lock);
@@ -462,7 +466,7 @@ int kvt_pipeline_open(const struct kvt_pipeline_options *o, struct kvt_pipeline 
 	p->o = *o;
 	if (!p->o.depth)
 		p->o.depth = 2;
-	p->o.client.lanes = p->o.depth;
+	p->o.client.lanes = p->o.depth + 1;
 	p->block_bytes = o->client.block_bytes;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->idle, NULL);

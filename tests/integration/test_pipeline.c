@@ -187,6 +187,9 @@ static void test_depth_two_order_and_reuse(void **state)
 	req_init(&lb, 8, 100, 3, ids_b);
 	assert_int_equal(kvt_pipeline_submit_load(p, &la.t), 0);
 	assert_int_equal(kvt_pipeline_submit_load(p, &lb.t), 0);
+	/* Lane 0 is the caller's: lookups while the pool's batches are in flight. */
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(lookup_range(kvt_pipeline_client(p), 0, 10, 0, NULL), 10);
 	assert_int_equal(kvt_pipeline_drain(p, 60000), 0);
 	assert_int_equal(collect(p, 1, res, 8), 2);
 	assert_int_equal(res[0].status, 0);
