@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
 #include "kvtier/kvtier.h"
 
 struct opts {
@@ -52,13 +53,6 @@ struct lane_run {
 	double *lat;              /* per request, seconds */
 	uint32_t nlat;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static uint64_t mix(uint64_t z)
 {
