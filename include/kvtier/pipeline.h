@@ -59,7 +59,7 @@ struct kvt_pipeline_result {
 	uint64_t req_id;
 	int status;                 /* 0, or the first error of a failed block */
 	uint32_t nfailed;           /* blocks not transferred */
-	const uint32_t *failed;     /* their indexes in the request; valid until the next
+	const uint32_t *failed;     /* their indexes in the request, ascending; valid until the next
 				       kvt_pipeline_finished call of the same direction */
 };
 

@@ -184,8 +184,16 @@ static void fail_block(struct request *r, uint32_t i, int err)
 	r->failed[r->nfailed++] = i;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 static void request_finish(struct kvt_pipeline *p, struct request *r)
 {
+	/* Batches finish in any order: hand the failed blocks over in block order. */
+	qsort(r->failed, r->nfailed, sizeof(*r->failed), cmp_u32);
 	struct result_list *l = &p->done[r->load];
 	r->next = NULL;
 	if (l->tail)

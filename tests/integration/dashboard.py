@@ -146,12 +146,13 @@ try:
     shot(d, "narrow")
     d.set_window_size(1280, 1000)
 
-    # Numbers changing do not move the layout: the cards keep their places.
+    # Numbers changing do not move the layout: the cards keep their places in
+    # the page (document offsets: the browser may scroll the view by itself).
     before = d.execute_script(
-        "return [...document.querySelectorAll('.card')].map(c => c.getBoundingClientRect().top)")
+        "return [...document.querySelectorAll('.card')].map(c => c.getBoundingClientRect().top + window.scrollY)")
     wait_refresh(d, 2)
     after = d.execute_script(
-        "return [...document.querySelectorAll('.card')].map(c => c.getBoundingClientRect().top)")
+        "return [...document.querySelectorAll('.card')].map(c => c.getBoundingClientRect().top + window.scrollY)")
     check("refreshes do not move the cards", before == after, (before, after))
 
     # The daemon stops answering: a visible notice.
