@@ -42,7 +42,6 @@ static void load_table(void)
 	FETCH(mem_set_access, "cuMemSetAccess");
 	FETCH(mem_granularity, "cuMemGetAllocationGranularity");
 	FETCH(mem_address_range, "cuMemGetAddressRange");
-	FETCH(error_name, "cuGetErrorName");
 #undef FETCH
 	table_ok = ok;
 }
@@ -55,14 +54,6 @@ const struct kvt_cudrv *kvt_cudrv(int *err)
 		return NULL;
 	}
 	return &table;
-}
-
-const char *kvt_cudrv_errname(CUresult rc)
-{
-	const char *name = NULL;
-	if (table_ok && table.error_name(rc, &name) == CUDA_SUCCESS && name)
-		return name;
-	return "CUDA driver error";
 }
 
 int kvt_cuda_errno(int rc)

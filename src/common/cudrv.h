@@ -25,14 +25,10 @@ struct kvt_cudrv {
 	__typeof__(cuMemSetAccess) *mem_set_access;
 	__typeof__(cuMemGetAllocationGranularity) *mem_granularity;
 	__typeof__(cuMemGetAddressRange) *mem_address_range;
-	__typeof__(cuGetErrorName) *error_name;
 };
 
 /* The table, or NULL when no driver answers (then *err is -KVT_ENOCUDA). */
 const struct kvt_cudrv *kvt_cudrv(int *err);
-
-/* The driver's name of rc ("CUDA_ERROR_INVALID_VALUE"), never NULL. */
-const char *kvt_cudrv_errname(CUresult rc);
 
 /* Maps a CUDA runtime or driver result to a negative errno for callers. */
 int kvt_cuda_errno(int rc);

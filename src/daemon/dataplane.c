@@ -535,9 +535,8 @@ static bool dp_l2_on(const struct dp *dp)
 }
 
 /* The request's copies are all queued once its last L2 read is back: seal it. */
-static void l2_reads_settled(struct dp *dp, struct dp_req *r)
+static void l2_reads_settled(struct dp_req *r)
 {
-	(void)dp;
 	if (--r->l2_pending == 0)
 		copy_batch_seal(r->engine, &r->batch);
 }
@@ -552,10 +551,9 @@ static void l2_block_undo(struct dp *dp, struct dp_block *b)
 	b->bounce = NULL;
 }
 
-static void l2_block_arrived(struct dp *dp, struct dp_req *r, struct dp_block *b)
+static void l2_block_arrived(struct dp_req *r, struct dp_block *b)
 {
 	b->length = b->rd.length;
-	(void)dp;
 	copy_add(r->engine, &r->batch, b->staging, b->promoting ? b->ref.data : b->bounce,
 		 b->length);
 }
@@ -570,9 +568,9 @@ static void on_l2_read(struct l2_read *rd, int status)
 		l2_block_undo(dp, b);
 		b->status = -ENOENT;
 	} else {
-		l2_block_arrived(dp, r, b);
+		l2_block_arrived(r, b);
 	}
-	l2_reads_settled(dp, r);
+	l2_reads_settled(r);
 }
 
 /*
@@ -612,7 +610,7 @@ static void load_from_l2(struct dp *dp, struct dp_req *r, struct dp_block *b,
 	}
 	b->status = 0;
 	if (rc == 1) {
-		l2_block_arrived(dp, r, b);
+		l2_block_arrived(r, b);
 		return;
 	}
 	r->l2_pending++;
@@ -690,7 +688,7 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 		}
 		b->pinned = true;
 	}
-	l2_reads_settled(dp, r);
+	l2_reads_settled(r);
 	return DP_ASYNC;
 }
 

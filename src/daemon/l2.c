@@ -20,7 +20,6 @@
 #include "log.h"
 #include "prefault.h"
 
-/* Write buffers: one fills while the other is written out. */
 /* The kernel's limit on one registered buffer. */
 #define L2_MAX_FIXED (UINT64_C(1) << 30)
 /* Retries of one read or write (-EAGAIN, short transfers) before it fails. */

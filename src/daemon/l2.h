@@ -136,7 +136,7 @@ struct l2 {
 	struct l2_io *queued_head, *queued_tail;  /* waiting for room on the ring */
 	struct l2_region *regions;
 	struct l2_region *open;       /* being filled, NULL when none */
-	struct l2_wbuf *wbufs;
+	struct l2_wbuf *wbufs;        /* one fills while the others are written out */
 	uint32_t nwbufs;
 	uint64_t next_seq;
 	struct index index;
