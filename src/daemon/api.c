@@ -1,8 +1,6 @@
 /* api.c — see api.h. */
 #include "config.h"
 
-#include <ctype.h>
-
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -537,27 +535,12 @@ static int unregister_on_loop(void *arg)
 	return buffers_unregister_any(&bc->ctx->dp->buffers, bc->index);
 }
 
-/* Hex text of exactly n bytes: 0 or -EINVAL. */
-static int parse_hex(const char *text, uint8_t *out, size_t n)
-{
-	if (!text || strlen(text) != 2 * n)
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		unsigned v;
-		if (sscanf(text + 2 * i, "%2x", &v) != 1 || !isxdigit((unsigned char)text[2 * i]) ||
-		    !isxdigit((unsigned char)text[2 * i + 1]))
-			return -EINVAL;
-		out[i] = (uint8_t)v;
-	}
-	return 0;
-}
-
 /* The cuda_ipc fields of a POST /v1/buffers body into bc. */
 static int parse_ipc_fields(json_t *body, struct buffer_call *bc, struct api_error *err)
 {
 	json_t *offset = json_object_get(body, "offset");
-	if (parse_hex(json_string_value(json_object_get(body, "handle")), bc->handle,
-		      KVT_IPC_HANDLE_BYTES))
+	const char *handle = json_string_value(json_object_get(body, "handle"));
+	if (!handle || gpu_ipc_handle_parse(handle, bc->handle))
 		return fail(err, 400, "invalid_field",
 			    "handle: must be the 64-byte cudaIpcMemHandle_t as 128 hex digits");
 	const char *dev = json_string_value(json_object_get(body, "device"));

@@ -44,21 +44,35 @@ static int hex_value(char c)
 	return -1;
 }
 
-int gpu_uuid_parse(const char *text, uint8_t uuid[KVT_UUID_BYTES])
+/* Decodes n bytes of hex digits at *text, moving it past them: 0 or -EINVAL. */
+static int hex_bytes(const char **text, uint8_t *out, size_t n)
 {
-	if (strncmp(text, "GPU-", 4) == 0)
-		text += 4;
-	/* 8-4-4-4-12 hex digits: dashes after the 4th, 6th, 8th and 10th byte. */
-	for (unsigned i = 0; i < KVT_UUID_BYTES; i++) {
-		if ((i == 4 || i == 6 || i == 8 || i == 10) && *text++ != '-')
-			return -EINVAL;
-		int hi = hex_value(text[0]), lo = hi < 0 ? -1 : hex_value(text[1]);
+	const char *t = *text;
+	for (size_t i = 0; i < n; i++, t += 2) {
+		int hi = hex_value(t[0]), lo = hi < 0 ? -1 : hex_value(t[1]);
 		if (lo < 0)
 			return -EINVAL;
-		uuid[i] = (uint8_t)(hi << 4 | lo);
-		text += 2;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	*text = t;
+	return 0;
+}
+
+int gpu_uuid_parse(const char *text, uint8_t uuid[KVT_UUID_BYTES])
+{
+	static const uint8_t groups[] = {4, 2, 2, 2, 6}; /* 8-4-4-4-12 hex digits */
+	if (strncmp(text, "GPU-", 4) == 0)
+		text += 4;
+	for (size_t g = 0, at = 0; g < sizeof(groups); at += groups[g++]) {
+		if ((g && *text++ != '-') || hex_bytes(&text, uuid + at, groups[g]))
+			return -EINVAL;
 	}
 	return *text ? -EINVAL : 0;
+}
+
+int gpu_ipc_handle_parse(const char *text, uint8_t handle[KVT_IPC_HANDLE_BYTES])
+{
+	return hex_bytes(&text, handle, KVT_IPC_HANDLE_BYTES) || *text ? -EINVAL : 0;
 }
 
 #ifdef HAVE_CUDA

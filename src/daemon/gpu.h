@@ -40,6 +40,8 @@ void gpu_device_uuid(int device, char out[41]);
 void gpu_uuid_format(const uint8_t uuid[KVT_UUID_BYTES], char out[41]);
 /* Parses that form, with or without "GPU-": 0 or -EINVAL. */
 int gpu_uuid_parse(const char *text, uint8_t uuid[KVT_UUID_BYTES]);
+/* Parses a cudaIpcMemHandle_t written as 128 hex digits: 0 or -EINVAL. */
+int gpu_ipc_handle_parse(const char *text, uint8_t handle[KVT_IPC_HANDLE_BYTES]);
 /* Makes device's primary context current on the calling thread. */
 int gpu_use_device(int device);
 
