@@ -87,10 +87,10 @@ static json_t *stats_dp(const struct dp *dp)
 	json_object_set_new(o, #field, json_integer((json_int_t)LOAD(st->field)));
 	DP_TOTALS(DP_TOTAL_JSON)
 #undef DP_TOTAL_JSON
-	json_object_set_new(o, "buffers_registered",
-			    json_integer((json_int_t)LOAD(dp->buffers.registered)));
-	json_object_set_new(o, "buffers_registered_bytes",
-			    json_integer((json_int_t)LOAD(dp->buffers.registered_bytes)));
+	uint64_t nbuf, buf_bytes;
+	buffers_totals(&dp->buffers, &nbuf, &buf_bytes);
+	json_object_set_new(o, "buffers_registered", json_integer((json_int_t)nbuf));
+	json_object_set_new(o, "buffers_registered_bytes", json_integer((json_int_t)buf_bytes));
 	return o;
 }
 

@@ -29,6 +29,15 @@ const char *buffers_kind_name(uint32_t kind)
 	return "unknown";
 }
 
+void buffers_totals(const struct buffer_table *t, uint64_t *count, uint64_t *bytes)
+{
+	*count = *bytes = 0;
+	for (uint32_t k = 0; k < BUFFER_KINDS; k++) {
+		*count += atomic_load_explicit(&t->kind_registered[k], memory_order_relaxed);
+		*bytes += atomic_load_explicit(&t->kind_bytes[k], memory_order_relaxed);
+	}
+}
+
 int buffers_init(struct buffer_table *t, uint32_t cap)
 {
 	memset(t, 0, sizeof(*t));
@@ -87,8 +96,6 @@ static int fill_slot(struct buffer_table *t, uint32_t slot, const struct stbuf *
 	t->slots[slot] = *b;
 	t->slots[slot].refs = 1;
 	t->slots[slot].registered = true;
-	GAUGE_ADD(t, registered, 1);
-	GAUGE_ADD(t, registered_bytes, b->size);
 	GAUGE_ADD(t, kind_registered[b->kind], 1);
 	GAUGE_ADD(t, kind_bytes[b->kind], b->size);
 	return (int)slot;
@@ -183,8 +190,6 @@ void buffers_put(struct stbuf *b)
 static void unregister_slot(struct buffer_table *t, struct stbuf *b)
 {
 	b->registered = false;
-	GAUGE_SUB(t, registered, 1);
-	GAUGE_SUB(t, registered_bytes, b->size);
 	GAUGE_SUB(t, kind_registered[b->kind], 1);
 	GAUGE_SUB(t, kind_bytes[b->kind], b->size);
 	buffers_put(b);

@@ -148,6 +148,16 @@ static void render_histograms(FILE *f, const struct dp_stats *st)
 #undef DP_OP_ERR
 }
 
+/* One sample of name per buffer kind, from a gauge array indexed by kind. */
+static void samples_by_kind(FILE *f, const char *name, const _Atomic uint64_t *gauges)
+{
+	for (uint32_t k = KVT_BUFFER_SHM; k < BUFFER_KINDS; k++) {
+		char label[32];
+		snprintf(label, sizeof(label), "kind=\"%s\"", buffers_kind_name(k));
+		sample(f, name, label, LOAD(gauges[k]));
+	}
+}
+
 static void render_dp(FILE *f, const struct dp *dp)
 {
 	const struct dp_stats *st = &dp->stats;
@@ -163,19 +173,11 @@ static void render_dp(FILE *f, const struct dp *dp)
 		one(f, metric, type, help, LOAD(st->field));
 	DP_TOTALS(DP_TOTAL_METRIC)
 #undef DP_TOTAL_METRIC
-	const struct buffer_table *bt = &dp->buffers;
-	char label[32];
 	family(f, "kvtier_buffers_registered", "gauge", "Staging buffers registered, by kind.");
-	for (uint32_t k = KVT_BUFFER_SHM; k < BUFFER_KINDS; k++) {
-		snprintf(label, sizeof(label), "kind=\"%s\"", buffers_kind_name(k));
-		sample(f, "kvtier_buffers_registered", label, LOAD(bt->kind_registered[k]));
-	}
+	samples_by_kind(f, "kvtier_buffers_registered", dp->buffers.kind_registered);
 	family(f, "kvtier_buffers_registered_bytes", "gauge",
 	       "Bytes of staging buffers registered, by kind.");
-	for (uint32_t k = KVT_BUFFER_SHM; k < BUFFER_KINDS; k++) {
-		snprintf(label, sizeof(label), "kind=\"%s\"", buffers_kind_name(k));
-		sample(f, "kvtier_buffers_registered_bytes", label, LOAD(bt->kind_bytes[k]));
-	}
+	samples_by_kind(f, "kvtier_buffers_registered_bytes", dp->buffers.kind_bytes);
 }
 
 static void render_gpu(FILE *f)
