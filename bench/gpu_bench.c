@@ -27,6 +27,7 @@
 
 #include "bench_clock.h"
 #include "bench_keys.h"
+#include "cuda_ceiling.h"
 #include "kvtier/kvtier.h"
 #include "model_geometry.h"
 
@@ -59,17 +60,16 @@ struct ceiling {
 	double h2d, d2h, duplex; /* GB/s */
 };
 
+/* GB/s of time_block_copies; a failed CUDA call ends the benchmark. */
 static double timed_copies(void *dst, void *src, uint64_t block, uint32_t n, enum cudaMemcpyKind k,
 			   cudaStream_t s, unsigned repeats)
 {
-	CUDA_CHECK(cudaStreamSynchronize(s));
-	double t0 = now_s();
-	for (unsigned r = 0; r < repeats; r++)
-		for (uint32_t i = 0; i < n; i++)
-			CUDA_CHECK(cudaMemcpyAsync((char *)dst + i * block, (char *)src + i * block,
-						   block, k, s));
-	CUDA_CHECK(cudaStreamSynchronize(s));
-	return (double)block * n * repeats / (now_s() - t0) / 1e9;
+	double t = time_block_copies(dst, src, block, n, k, s, repeats);
+	if (t < 0) {
+		fprintf(stderr, "ceiling: %s\n", cudaGetErrorString(cudaGetLastError()));
+		exit(1);
+	}
+	return (double)block * n * repeats / t / 1e9;
 }
 
 static struct ceiling measure_ceiling(const struct geometry *g, unsigned repeats)

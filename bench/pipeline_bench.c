@@ -24,12 +24,13 @@
 #include <string.h>
 #include <time.h>
 
-#ifdef HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 #include "bench_clock.h"
 #include "bench_keys.h"
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "cuda_ceiling.h"
+#endif
 #include "kvtier/pipeline.h"
 #include "model_geometry.h"
 
@@ -108,15 +109,10 @@ static double ceiling_gbs(int gpu, uint64_t block, uint32_t nblocks)
 		    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
 			die("ceiling buffers", -ENOMEM);
 		memset(host, 1, bytes);
-		for (int r = -1; r < repeats; r++) {
-			if (r == 0)
-				t0 = now_s();
-			for (uint32_t i = 0; i < nblocks; i++)
-				cudaMemcpyAsync((char *)dev + i * block, (char *)host + i * block, block,
-						cudaMemcpyHostToDevice, s);
-			cudaStreamSynchronize(s);
-		}
-		t = now_s() - t0;
+		time_block_copies(dev, host, block, nblocks, cudaMemcpyHostToDevice, s, 1); /* warm */
+		t = time_block_copies(dev, host, block, nblocks, cudaMemcpyHostToDevice, s, repeats);
+		if (t < 0)
+			die("ceiling copies", -EIO);
 		cudaFreeHost(host);
 		cudaFree(dev);
 		cudaStreamDestroy(s);

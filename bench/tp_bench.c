@@ -31,6 +31,7 @@
 
 #include "bench_clock.h"
 #include "bench_keys.h"
+#include "cuda_ceiling.h"
 #include "kvtier/kvtier.h"
 
 #define MAX_RANKS 16
@@ -169,13 +170,8 @@ static double rank_ceiling(struct rank *k)
 		return -1;
 	cudaStream_t s;
 	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-	double t0 = now_s();
-	for (unsigned r = 0; r < k->o->repeats * k->o->requests * LANES; r++)
-		for (uint32_t j = 0; j < k->blocks_per_lane; j++)
-			cudaMemcpyAsync((uint8_t *)dev + j * k->part, k->host + j * k->part, k->part,
-					cudaMemcpyHostToDevice, s);
-	cudaStreamSynchronize(s);
-	double t = now_s() - t0;
+	double t = time_block_copies(dev, k->host, k->part, k->blocks_per_lane,
+				     cudaMemcpyHostToDevice, s, k->o->repeats * k->o->requests * LANES);
 	cudaStreamDestroy(s);
 	cudaFree(dev);
 	return t;
