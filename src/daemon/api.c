@@ -486,9 +486,9 @@ static void buffer_json(uint32_t index, const struct stbuf *b, pid_t pid, void *
 			      buffers_kind_name(b->kind), "owner", owner, "pid", (json_int_t)pid,
 			      "size_bytes", (json_int_t)b->size, "last_use_ms",
 			      (json_int_t)b->last_use_ms);
-	if (b->device >= 0) {
+	if (stbuf_device(b) >= 0) {
 		char uuid[41];
-		gpu_device_uuid(b->device, uuid);
+		gpu_device_uuid(stbuf_device(b), uuid);
 		json_object_set_new(o, "device", json_string(uuid));
 	}
 	json_array_append_new(list, o);

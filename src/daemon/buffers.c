@@ -111,8 +111,8 @@ static int map_into(struct buffer_table *t, uint32_t slot, int fd, uint64_t size
 		return -errno;
 	prefault_touch(base, size);
 	return fill_slot(t, slot, &(struct stbuf){.session = session, .pid = pid,
-						  .kind = KVT_BUFFER_SHM, .device = -1,
-						  .base = base, .size = size});
+						  .kind = KVT_BUFFER_SHM, .base = base,
+						  .size = size});
 }
 
 int buffers_register_gpu(struct buffer_table *t, uint64_t session, pid_t pid,
@@ -123,8 +123,8 @@ int buffers_register_gpu(struct buffer_table *t, uint64_t session, pid_t pid,
 	if (err)
 		return err;
 	return fill_slot(t, slot, &(struct stbuf){.session = session, .pid = pid,
-						  .kind = m->kind, .device = m->device,
-						  .gpu = *m, .base = m->ptr, .size = m->size});
+						  .kind = m->kind, .gpu = *m, .base = m->ptr,
+						  .size = m->size});
 }
 
 static bool big_enough(int fd, uint64_t size)

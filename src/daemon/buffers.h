@@ -25,7 +25,6 @@ struct stbuf {
 	uint64_t session;       /* owning client session; 0 when owned by pid */
 	pid_t pid;              /* owning process, for buffers registered by path */
 	uint32_t kind;          /* KVT_BUFFER_* */
-	int device;             /* GPU kinds: the CUDA device; -1 for shm */
 	struct gpu_mem gpu;     /* GPU kinds: the mapping, closed with the slot */
 	uint32_t refs;          /* 1 while registered, plus one per copy in flight; 0: free */
 	bool registered;
@@ -33,6 +32,12 @@ struct stbuf {
 	uint64_t size;
 	uint64_t last_use_ms;
 };
+
+/* The CUDA device of a GPU buffer; -1 for shm. */
+static inline int stbuf_device(const struct stbuf *b)
+{
+	return b->kind == KVT_BUFFER_SHM ? -1 : b->gpu.device;
+}
 
 /* Buffer kinds are KVT_BUFFER_SHM .. KVT_BUFFER_CUDA_IPC; index 0 is unused. */
 #define BUFFER_KINDS (KVT_BUFFER_CUDA_IPC + 1)

@@ -643,7 +643,7 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 	if (!r)
 		return -ENOMEM;
 	r->engine = buf->kind == KVT_BUFFER_SHM ? dp->copy : dp->gpu_copy;
-	copy_batch_init(&r->batch, buf->device, (unsigned)c->src.fd);
+	copy_batch_init(&r->batch, stbuf_device(buf), (unsigned)c->src.fd);
 	r->conn = c;
 	r->id = h->id;
 	r->op = h->op;
