@@ -437,12 +437,18 @@ static void pool_close(struct kvt_pipeline *p)
 	free(p->free_fifo);
 }
 
-static void results_free(struct result_list *l)
+static void requests_free(struct request *r)
 {
-	for (struct request *r = l->returned, *next; r; r = next) {
+	for (struct request *next; r; r = next) {
 		next = r->next;
 		request_free(r);
 	}
+}
+
+/* Frees what the last kvt_pipeline_finished call handed out. */
+static void results_free(struct result_list *l)
+{
+	requests_free(l->returned);
 	l->returned = NULL;
 }
 
@@ -451,8 +457,7 @@ static void pipeline_free(struct kvt_pipeline *p)
 	pool_close(p);
 	for (int d = 0; d < 2; d++) {
 		results_free(&p->done[d]);
-		p->done[d].returned = p->done[d].head;
-		results_free(&p->done[d]);
+		requests_free(p->done[d].head);
 	}
 	if (p->c)
 		kvt_client_close(p->c);
