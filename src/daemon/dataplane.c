@@ -49,6 +49,7 @@ struct dp_conn {
 	uint16_t rank;
 	bool hello_done;
 	bool dead;                 /* socket closed; waits for copies in flight */
+	bool retired;              /* off the live list; freed after the batch */
 	bool want_out;             /* EPOLLOUT armed */
 	uint32_t inflight;
 	int fds[DP_MAX_QUEUED_FDS];  /* received with SCM_RIGHTS, not yet used */
@@ -206,8 +207,7 @@ static void conn_arm(struct dp_conn *c, bool want_out)
 	if (c->dead || c->want_out == want_out)
 		return;
 	c->want_out = want_out;
-	loop_ctl(c->dp->epfd, EPOLL_CTL_MOD, &c->src,
-		 EPOLLIN | EPOLLRDHUP | (want_out ? EPOLLOUT : 0));
+	loop_mod(c->dp->loop, &c->src, EPOLLIN | EPOLLRDHUP | (want_out ? EPOLLOUT : 0));
 }
 
 static void conn_flush(struct dp_conn *c)
@@ -277,7 +277,12 @@ static void reply_status(struct dp_conn *c, uint16_t op, uint64_t id, int32_t st
 
 /* --- connections: lifecycle --- */
 
-static void conn_free(struct dp_conn *c)
+/*
+ * A closed connection with no copy in flight leaves the live list and ends its
+ * session's share; its memory waits for the batch to end (free_dead_conns), as
+ * a later event of the same batch may still name it (loop.h).
+ */
+static void conn_retire(struct dp_conn *c)
 {
 	struct dp *dp = c->dp;
 	struct dp_conn **p = &dp->conns;
@@ -286,30 +291,43 @@ static void conn_free(struct dp_conn *c)
 	*p = c->next;
 	if (c->session && --c->session->nconns == 0)
 		session_end(dp, c->session);
-	free(c->in);
-	free(c->out);
-	free(c);
+	c->session = NULL;
+	c->next = dp->dead_conns;
+	dp->dead_conns = c;
 	dp->nconns--;
 }
 
-/* Frees a closed connection once no copy of it is in flight. */
+static void free_dead_conns(struct loop_hook *hook)
+{
+	struct dp *dp = (struct dp *)((char *)hook - offsetof(struct dp, free_hook));
+	while (dp->dead_conns) {
+		struct dp_conn *c = dp->dead_conns;
+		dp->dead_conns = c->next;
+		free(c->in);
+		free(c->out);
+		free(c);
+	}
+}
+
+/* Retires a closed connection once no copy of it is in flight. */
 static void conn_release_if_done(struct dp_conn *c)
 {
-	if (c->dead && c->inflight == 0)
-		conn_free(c);
+	if (c->dead && c->inflight == 0 && !c->retired) {
+		c->retired = true;
+		conn_retire(c);
+	}
 }
 
 /*
- * Closes the socket now; the memory stays until conn_release_if_done, which
- * the event handler and the completion path call last, so no caller ever
- * touches a freed connection.
+ * Closes the socket now; the connection is retired once its last copy is
+ * done (conn_release_if_done) and freed after the batch.
  */
 static void conn_close(struct dp_conn *c)
 {
 	if (c->dead)
 		return;
 	c->dead = true;
-	epoll_ctl(c->dp->epfd, EPOLL_CTL_DEL, c->src.fd, NULL);
+	loop_del(c->dp->loop, &c->src);
 	close(c->src.fd);
 	for (unsigned i = 0; i < c->nfds; i++)
 		close(c->fds[i]);
@@ -914,6 +932,8 @@ static void conn_read(struct dp_conn *c)
 static void on_conn_event(struct loop_source *src, uint32_t events)
 {
 	struct dp_conn *c = (struct dp_conn *)src;
+	if (c->dead) /* closed earlier in this batch: its fd may be another's now */
+		return;
 	if (events & EPOLLIN)
 		conn_read(c);
 	if (!c->dead && (events & EPOLLOUT))
@@ -947,7 +967,7 @@ static void on_accept(struct loop_source *src, uint32_t events)
 			c->pid = cred.pid;
 		c->src = (struct loop_source){.fd = fd, .on_event = on_conn_event};
 		c->dp = dp;
-		if (loop_ctl(dp->epfd, EPOLL_CTL_ADD, &c->src, EPOLLIN | EPOLLRDHUP)) {
+		if (loop_add(dp->loop, &c->src, EPOLLIN | EPOLLRDHUP)) {
 			close(fd);
 			free(c);
 			continue;
@@ -1023,12 +1043,13 @@ fail: {
 }
 }
 
-int dp_open(struct dp *dp, const struct dp_config *cfg, int epfd, struct l1 *l1,
+int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struct l1 *l1,
 	    struct ns_registry *namespaces, struct copy_engine *copy, struct copy_engine *gpu_copy,
 	    char *why, size_t whylen)
 {
 	memset(dp, 0, sizeof(*dp));
-	dp->epfd = epfd;
+	dp->loop = loop;
+	dp->free_hook.run = free_dead_conns;
 	dp->l1 = l1;
 	dp->namespaces = namespaces;
 	dp->copy = copy;
@@ -1051,21 +1072,22 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, int epfd, struct l1 *l1,
 	dp->copy_src = (struct loop_source){.fd = copy->eventfd, .on_event = on_copies_done};
 	dp->gpu_copy_src = (struct loop_source){.fd = gpu_copy ? gpu_copy->eventfd : -1,
 						.on_event = on_gpu_copies_done};
-	if ((err = loop_ctl(epfd, EPOLL_CTL_ADD, &dp->listen_src, EPOLLIN)) ||
-	    (err = loop_ctl(epfd, EPOLL_CTL_ADD, &dp->copy_src, EPOLLIN)) ||
-	    (gpu_copy && (err = loop_ctl(epfd, EPOLL_CTL_ADD, &dp->gpu_copy_src, EPOLLIN)))) {
+	if ((err = loop_add(loop, &dp->listen_src, EPOLLIN)) ||
+	    (err = loop_add(loop, &dp->copy_src, EPOLLIN)) ||
+	    (gpu_copy && (err = loop_add(loop, &dp->gpu_copy_src, EPOLLIN)))) {
 		snprintf(why, whylen, "epoll: %s", kvt_strerror(err));
 		close(fd);
 		unlink(cfg->socket_path);
 		buffers_destroy(&dp->buffers);
 		return err;
 	}
+	loop_add_hook(loop, &dp->free_hook);
 	return 0;
 }
 
 void dp_close(struct dp *dp)
 {
-	epoll_ctl(dp->epfd, EPOLL_CTL_DEL, dp->listen_src.fd, NULL);
+	loop_del(dp->loop, &dp->listen_src);
 	close(dp->listen_src.fd);
 	unlink(dp->socket_path);
 	for (struct dp_conn *c = dp->conns, *next; c; c = next) {
@@ -1086,8 +1108,10 @@ void dp_close(struct dp *dp)
 		if (dp->gpu_copy)
 			complete_reaped(dp, dp->gpu_copy);
 	}
-	epoll_ctl(dp->epfd, EPOLL_CTL_DEL, dp->copy_src.fd, NULL);
+	loop_del(dp->loop, &dp->copy_src);
 	if (dp->gpu_copy)
-		epoll_ctl(dp->epfd, EPOLL_CTL_DEL, dp->gpu_copy_src.fd, NULL);
+		loop_del(dp->loop, &dp->gpu_copy_src);
+	free_dead_conns(&dp->free_hook);
+	loop_remove_hook(dp->loop, &dp->free_hook);
 	buffers_destroy(&dp->buffers);
 }

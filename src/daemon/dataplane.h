@@ -32,7 +32,8 @@ struct dp_config {
 };
 
 struct dp {
-	int epfd;
+	struct loop *loop;
+	struct loop_hook free_hook;  /* frees connections that died in the batch */
 	struct loop_source listen_src;
 	struct loop_source copy_src;
 	struct loop_source gpu_copy_src;
@@ -49,6 +50,7 @@ struct dp {
 	struct buffer_table buffers;
 	struct dp_session *sessions;
 	struct dp_conn *conns;
+	struct dp_conn *dead_conns;  /* closed, idle, freed after the batch (loop.h) */
 	uint32_t nconns;
 	struct dp_stats stats;
 };
@@ -56,9 +58,10 @@ struct dp {
 /*
  * Binds and listens on cfg->socket_path (refusing when another daemon
  * answers there, replacing a stale socket file) and adds the listener and
- * the copy engines' eventfds to epfd (gpu_copy may be NULL). 0 or -errno with the reason in why.
+ * the copy engines' eventfds to the loop (gpu_copy may be NULL), with a hook
+ * that frees the connections a batch ended. 0 or -errno with the reason in why.
  */
-int dp_open(struct dp *dp, const struct dp_config *cfg, int epfd, struct l1 *l1,
+int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struct l1 *l1,
 	    struct ns_registry *namespaces, struct copy_engine *copy, struct copy_engine *gpu_copy,
 	    char *why, size_t whylen);
 /* Closes every connection and the listener; waits for copies in flight. */

@@ -39,6 +39,13 @@ static void on_ring(struct loop_source *src, uint32_t events)
 	l2_process(&s->l2);
 }
 
+/* Before the loop waits: what this round queued goes to the kernel in one system call. */
+static void submit_queued(struct loop_hook *hook)
+{
+	struct l2svc *s = (struct l2svc *)((char *)hook - offsetof(struct l2svc, submit_hook));
+	l2_submit(&s->l2);
+}
+
 void l2svc_set_evict(struct l2svc *s, bool evict)
 {
 	struct l1_lower_tier lower = l2_lower_tier(&s->l2);
@@ -53,7 +60,7 @@ static void on_recovered(struct loop_source *src, uint32_t events)
 	struct l2svc *s = (struct l2svc *)((char *)src - offsetof(struct l2svc, done_src));
 	pthread_join(s->thread, NULL);
 	s->thread_running = false;
-	epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->done_src.fd, NULL);
+	loop_del(s->loop, &s->done_src);
 	if (s->recover_err) {
 		log_error("l2: cannot read the regions: %s; continuing with L1 only",
 			  kvt_strerror(s->recover_err));
@@ -64,6 +71,7 @@ static void on_recovered(struct loop_source *src, uint32_t events)
 		log_info("l2: index rebuilt in %.1f ms: %" PRIu64 " items, %" PRIu64
 			 " records dropped", s->recover_ms, st.recovered_items, st.recovery_dropped);
 		l2_start(&s->l2);
+		loop_add_hook(s->loop, &s->submit_hook);
 		s->dp->l2 = &s->l2;
 		l2svc_set_evict(s, true);
 		s->started = true;
@@ -72,9 +80,9 @@ static void on_recovered(struct loop_source *src, uint32_t events)
 }
 
 int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, struct dp *dp,
-	       int epfd, void (*on_ready)(void *ctx), void *ctx)
+	       struct loop *loop, void (*on_ready)(void *ctx), void *ctx)
 {
-	*s = (struct l2svc){.epfd = epfd, .l1 = l1, .dp = dp, .on_ready = on_ready,
+	*s = (struct l2svc){.loop = loop, .submit_hook.run = submit_queued, .l1 = l1, .dp = dp, .on_ready = on_ready,
 			    .ready_ctx = ctx, .done_src.fd = -1};
 	struct l2_config lc = {
 		.path = cfg->l2_path, .size = cfg->l2_size, .region_size = cfg->l2_region_size,
@@ -98,8 +106,8 @@ int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, st
 		 s->l2.fixed_arena_chunks ? "registered" : "unregistered");
 	s->ring_src = (struct loop_source){l2_event_fd(&s->l2), on_ring};
 	s->done_src = (struct loop_source){eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), on_recovered};
-	if (s->done_src.fd < 0 || (err = loop_ctl(epfd, EPOLL_CTL_ADD, &s->ring_src, EPOLLIN)) ||
-	    (err = loop_ctl(epfd, EPOLL_CTL_ADD, &s->done_src, EPOLLIN))) {
+	if (s->done_src.fd < 0 || (err = loop_add(loop, &s->ring_src, EPOLLIN)) ||
+	    (err = loop_add(loop, &s->done_src, EPOLLIN))) {
 		err = err ? err : -errno;
 		log_error("l2: event loop: %s", kvt_strerror(err));
 		return err;
@@ -117,10 +125,12 @@ void l2svc_close(struct l2svc *s)
 {
 	if (s->thread_running)
 		pthread_join(s->thread, NULL);
-	if (s->started)
+	if (s->started) {
 		l1_set_lower_tier(s->l1, NULL);
+		loop_remove_hook(s->loop, &s->submit_hook);
+	}
 	if (s->open) {
-		epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->ring_src.fd, NULL);
+		loop_del(s->loop, &s->ring_src);
 		l2_close(&s->l2);
 		if (s->done_src.fd >= 0)
 			close(s->done_src.fd);

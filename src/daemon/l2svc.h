@@ -22,7 +22,8 @@ struct l2svc {
 	struct l2 l2;
 	bool open;
 	bool started;                 /* the index is rebuilt and L2 serves */
-	int epfd;
+	struct loop *loop;
+	struct loop_hook submit_hook; /* submits what a round of the loop queued */
 	struct l1 *l1;
 	struct dp *dp;
 	void (*on_ready)(void *ctx);  /* called once the index is rebuilt (or failed) */
@@ -40,7 +41,7 @@ struct l2svc {
  * the loop thread when that is done. 0 or -errno (logged, with the reason).
  */
 int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, struct dp *dp,
-	       int epfd, void (*on_ready)(void *ctx), void *ctx);
+	       struct loop *loop, void (*on_ready)(void *ctx), void *ctx);
 void l2svc_close(struct l2svc *s);
 
 /* Sets the mode live: evict (victims to L2, misses read from it) or l1-only. */

@@ -1,11 +1,20 @@
 /*
- * loop.h — the event loop's one idea: every fd in the epoll set is a
- * loop_source whose callback runs on the loop thread when it is ready.
+ * loop.h — kvtierd's event loop (the loop thread owns it and everything it
+ * runs): every fd in the epoll set is a loop_source whose callback runs when
+ * the fd is ready, and modules register before-wait hooks that run after each
+ * batch of events, before the loop waits again.
+ *
+ * The lifetime rule the loop gives: one epoll_wait batch may name an object
+ * whose handler, earlier in the same batch, ended it (a copy completion ends
+ * the last request of a client whose hang-up is the next event). So a source
+ * that can end mid-batch is never freed by an event handler: it is marked
+ * dead (its handler then ignores events) and freed by its owner's hook, after
+ * the batch. Errors are negative errno.
  */
 #ifndef KVTD_LOOP_H
 #define KVTD_LOOP_H
 
-#include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 
@@ -14,10 +23,37 @@ struct loop_source {
 	void (*on_event)(struct loop_source *src, uint32_t events);
 };
 
-static inline int loop_ctl(int epfd, int op, struct loop_source *s, uint32_t events)
-{
-	struct epoll_event ev = {.events = events, .data.ptr = s};
-	return epoll_ctl(epfd, op, s->fd, &ev) ? -errno : 0;
-}
+/* Runs after every batch of events, in the order the hooks were added. */
+struct loop_hook {
+	void (*run)(struct loop_hook *hook);
+	struct loop_hook *next;
+};
+
+struct loop {
+	int epfd;
+	struct loop_hook *hooks;
+	bool stop;
+};
+
+/* 0 or -errno (epoll_create1). */
+int loop_init(struct loop *l);
+void loop_destroy(struct loop *l);
+
+/* Watches s->fd for events (EPOLLIN, EPOLLOUT, ...); 0 or -errno. */
+int loop_add(struct loop *l, struct loop_source *s, uint32_t events);
+/* Changes the events watched; 0 or -errno. */
+int loop_mod(struct loop *l, struct loop_source *s, uint32_t events);
+/* Stops watching s (an event already in this batch may still be delivered). */
+void loop_del(struct loop *l, struct loop_source *s);
+
+void loop_add_hook(struct loop *l, struct loop_hook *hook);
+void loop_remove_hook(struct loop *l, struct loop_hook *hook);
+/* Runs every hook once: for owners that drain outside loop_run (shutdown). */
+void loop_run_hooks(struct loop *l);
+
+/* Dispatches events and runs hooks until loop_stop; 0 or -errno (epoll_wait). */
+int loop_run(struct loop *l);
+/* Makes loop_run return after the current batch and its hooks. */
+void loop_stop(struct loop *l);
 
 #endif

@@ -36,7 +36,7 @@ static void on_calls(struct loop_source *src, uint32_t events)
 	pthread_mutex_unlock(&lc->lock);
 }
 
-int loopcall_open(struct loopcall *lc, int epfd)
+int loopcall_open(struct loopcall *lc, struct loop *loop)
 {
 	lc->src = (struct loop_source){eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), on_calls};
 	if (lc->src.fd < 0)
@@ -45,7 +45,7 @@ int loopcall_open(struct loopcall *lc, int epfd)
 	pthread_cond_init(&lc->done, NULL);
 	lc->queue = NULL;
 	lc->closed = false;
-	return loop_ctl(epfd, EPOLL_CTL_ADD, &lc->src, EPOLLIN);
+	return loop_add(loop, &lc->src, EPOLLIN);
 }
 
 void loopcall_shutdown(struct loopcall *lc)

@@ -21,7 +21,7 @@ struct loopcall {
 	bool closed;
 };
 
-int loopcall_open(struct loopcall *lc, int epfd);
+int loopcall_open(struct loopcall *lc, struct loop *loop);
 /* Fails every call still waiting and every later one with -ESHUTDOWN. */
 void loopcall_shutdown(struct loopcall *lc);
 void loopcall_close(struct loopcall *lc);

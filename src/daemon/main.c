@@ -55,9 +55,8 @@ struct kvtd {
 	struct loopcall calls;
 	bool calls_open;
 	char *admin_token;
-	int epfd;
+	struct loop loop;
 	struct loop_source sig_src, timer_src;
-	bool stop;
 };
 
 static double elapsed_ms(const struct timespec *start)
@@ -229,16 +228,18 @@ static int open_loop(struct kvtd *d)
 					  on_signal};
 	d->timer_src = (struct loop_source){
 		timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), on_timer};
-	d->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (d->sig_src.fd < 0 || d->timer_src.fd < 0 || d->epfd < 0)
+	int err = loop_init(&d->loop);
+	if (err)
+		return err;
+	if (d->sig_src.fd < 0 || d->timer_src.fd < 0)
 		return -errno;
 	struct itimerspec its = {
 		.it_interval = {0, LEASE_SWEEP_MS * 1000000L},
 		.it_value = {0, LEASE_SWEEP_MS * 1000000L},
 	};
 	timerfd_settime(d->timer_src.fd, 0, &its, NULL);
-	int err = loop_ctl(d->epfd, EPOLL_CTL_ADD, &d->sig_src, EPOLLIN);
-	return err ? err : loop_ctl(d->epfd, EPOLL_CTL_ADD, &d->timer_src, EPOLLIN);
+	err = loop_add(&d->loop, &d->sig_src, EPOLLIN);
+	return err ? err : loop_add(&d->loop, &d->timer_src, EPOLLIN);
 }
 
 /*
@@ -306,7 +307,7 @@ static int open_dataplane(struct kvtd *d)
 		.lease_default_ms = (uint32_t)d->cfg.lease_default_ms,
 	};
 	char why[512];
-	err = dp_open(&d->dp, &dc, d->epfd, &d->l1, &d->namespaces, &d->copy,
+	err = dp_open(&d->dp, &dc, &d->loop, &d->l1, &d->namespaces, &d->copy,
 		     d->gpu_copy_open ? &d->gpu_copy : NULL, why, sizeof(why));
 	if (err) {
 		log_error("data plane: %s", why);
@@ -376,28 +377,9 @@ static void on_signal(struct loop_source *src, uint32_t events)
 			reload(d);
 		} else {
 			log_info("%s: stopping", strsignal((int)si.ssi_signo));
-			d->stop = true;
+			loop_stop(&d->loop);
 		}
 	}
-}
-
-static int run_loop(struct kvtd *d)
-{
-	while (!d->stop) {
-		struct epoll_event evs[64];
-		int n = epoll_wait(d->epfd, evs, 64, -1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		for (int i = 0; i < n; i++) {
-			struct loop_source *src = evs[i].data.ptr;
-			src->on_event(src, evs[i].events);
-		}
-		if (d->l2.started)
-			l2_submit(&d->l2.l2); /* what this round queued, in one system call */
-	}
-	return 0;
 }
 
 static void close_all(struct kvtd *d)
@@ -420,8 +402,7 @@ static void close_all(struct kvtd *d)
 	if (d->l1.arena.base)
 		l1_destroy(&d->l1);
 	ns_registry_destroy(&d->namespaces);
-	if (d->epfd >= 0)
-		close(d->epfd);
+	loop_destroy(&d->loop);
 	if (d->sig_src.fd >= 0)
 		close(d->sig_src.fd);
 	if (d->timer_src.fd >= 0)
@@ -440,7 +421,7 @@ static void announce_ready(void *ctx)
 
 int main(int argc, char **argv)
 {
-	struct kvtd d = {.argc = argc, .argv = argv, .epfd = -1, .sig_src.fd = -1,
+	struct kvtd d = {.argc = argc, .argv = argv, .loop.epfd = -1, .sig_src.fd = -1,
 			 .timer_src.fd = -1};
 	ns_registry_init(&d.namespaces);
 	enum kvtd_action action;
@@ -470,13 +451,14 @@ int main(int argc, char **argv)
 	int rc = 1;
 	if (prepare_runtime_dir(&d.cfg) || open_l1(&d) || open_gpu(&d))
 		goto out;
-	if (open_loop(&d)) {
-		log_error("event loop: %s", strerror(errno));
+	int err_loop = open_loop(&d);
+	if (err_loop) {
+		log_error("event loop: %s", kvt_strerror(err_loop));
 		goto out;
 	}
 	if (open_dataplane(&d))
 		goto out;
-	if (loopcall_open(&d.calls, d.epfd)) {
+	if (loopcall_open(&d.calls, &d.loop)) {
 		log_error("control plane: cannot reach the event loop: %s", strerror(errno));
 		goto out;
 	}
@@ -499,12 +481,12 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (d.cfg.l2_path) {
-		if (l2svc_open(&d.l2, &d.cfg, &d.l1, &d.dp, d.epfd, announce_ready, &d))
+		if (l2svc_open(&d.l2, &d.cfg, &d.l1, &d.dp, &d.loop, announce_ready, &d))
 			goto out;
 	} else {
 		announce_ready(&d);
 	}
-	rc = run_loop(&d) ? 1 : 0;
+	rc = loop_run(&d.loop) ? 1 : 0;
 out:
 	close_all(&d);
 	if (rc == 0)

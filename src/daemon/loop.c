@@ -1,0 +1,95 @@
+/* loop.c — see loop.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "loop.h"
+
+/* Events taken per epoll_wait: a batch, after which the hooks run. */
+#define LOOP_BATCH 64
+
+int loop_init(struct loop *l)
+{
+	*l = (struct loop){.epfd = epoll_create1(EPOLL_CLOEXEC)};
+	return l->epfd < 0 ? -errno : 0;
+}
+
+void loop_destroy(struct loop *l)
+{
+	if (l->epfd >= 0)
+		close(l->epfd);
+	l->epfd = -1;
+	l->hooks = NULL;
+}
+
+static int ctl(struct loop *l, int op, struct loop_source *s, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.ptr = s};
+	return epoll_ctl(l->epfd, op, s->fd, &ev) ? -errno : 0;
+}
+
+int loop_add(struct loop *l, struct loop_source *s, uint32_t events)
+{
+	return ctl(l, EPOLL_CTL_ADD, s, events);
+}
+
+int loop_mod(struct loop *l, struct loop_source *s, uint32_t events)
+{
+	return ctl(l, EPOLL_CTL_MOD, s, events);
+}
+
+void loop_del(struct loop *l, struct loop_source *s)
+{
+	epoll_ctl(l->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+}
+
+void loop_add_hook(struct loop *l, struct loop_hook *hook)
+{
+	struct loop_hook **p = &l->hooks;
+	while (*p)
+		p = &(*p)->next;
+	hook->next = NULL;
+	*p = hook;
+}
+
+void loop_remove_hook(struct loop *l, struct loop_hook *hook)
+{
+	for (struct loop_hook **p = &l->hooks; *p; p = &(*p)->next) {
+		if (*p == hook) {
+			*p = hook->next;
+			return;
+		}
+	}
+}
+
+void loop_run_hooks(struct loop *l)
+{
+	for (struct loop_hook *h = l->hooks, *next; h; h = next) {
+		next = h->next; /* a hook may remove itself */
+		h->run(h);
+	}
+}
+
+int loop_run(struct loop *l)
+{
+	while (!l->stop) {
+		struct epoll_event evs[LOOP_BATCH];
+		int n = epoll_wait(l->epfd, evs, LOOP_BATCH, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		for (int i = 0; i < n; i++) {
+			struct loop_source *src = evs[i].data.ptr;
+			src->on_event(src, evs[i].events);
+		}
+		loop_run_hooks(l);
+	}
+	return 0;
+}
+
+void loop_stop(struct loop *l)
+{
+	l->stop = true;
+}
