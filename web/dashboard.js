@@ -196,9 +196,16 @@ function renderClients(stats) {
   $("no-clients").hidden = d.clients_active > 0;
 }
 
+// A quota cell: "none", or the quota with how much of it is used.
+function fmtQuota(quota, used) {
+  return quota ? `${fmtBytes(quota)} (${Math.round((100 * used) / quota)}%)` : "none";
+}
+
 function renderNamespaces(list) {
   const rows = list.namespaces.map((n) => [String(n.id), n.model, n.salt || "–",
-    fmtBytes(n.block_bytes), String(n.tp_size), fmtInt(n.l1_items), fmtBytes(n.l1_bytes)]);
+    fmtBytes(n.block_bytes), String(n.tp_size), fmtInt(n.l1_items), fmtBytes(n.l1_bytes),
+    fmtQuota(n.l1_quota_bytes, n.l1_bytes), fmtBytes(n.l2_bytes),
+    fmtQuota(n.l2_quota_bytes, n.l2_bytes)]);
   fillRows($("namespaces").tBodies[0], rows);
   $("no-namespaces").hidden = rows.length > 0;
 }

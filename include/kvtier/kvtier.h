@@ -33,6 +33,8 @@ enum kvt_errcode {
 	KVT_ENSCONFLICT,  /* namespace exists with another block size or TP size */
 	KVT_EALLPINNED,   /* no space: every evictable byte is pinned or leased */
 	KVT_ENOCUDA,      /* CUDA unavailable: built without it, or no GPU or driver visible */
+	KVT_EQUOTA,       /* the namespace is at its L1 quota and all of it is pinned or leased */
+	KVT_ENSLIMIT,     /* this client created max-namespaces-per-client namespaces already */
 	KVT_ELAST
 };
 

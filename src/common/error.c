@@ -13,6 +13,10 @@ static const char *const kvt_messages[KVT_ELAST - KVT_EBASE] = {
 		"no space: every evictable byte is pinned or leased",
 	[KVT_ENOCUDA - KVT_EBASE] =
 		"CUDA unavailable: built without CUDA, or no GPU or driver visible",
+	[KVT_EQUOTA - KVT_EBASE] =
+		"namespace quota reached: every block of the namespace is pinned or leased",
+	[KVT_ENSLIMIT - KVT_EBASE] =
+		"this client may create no more namespaces (max-namespaces-per-client)",
 };
 
 const char *kvt_strerror(int err)

@@ -13,6 +13,7 @@
 #include "l1.h"
 #include "l2svc.h"
 #include "loopcall.h"
+#include "metrics.h"
 #include "ns.h"
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -394,17 +395,151 @@ static int get_list(struct http_ctx *ctx, const char *name,
 	return 0;
 }
 
+static bool parse_path_id(const char *text, uint32_t *id);
+static int only_keys(json_t *obj, const char *where, const char *const *allowed,
+		     struct api_error *err);
+
+/* One namespace as GET /v1/namespaces and PUT /v1/namespaces/{id} show it (loop thread). */
+static json_t *namespace_json(struct http_ctx *ctx, const struct kvt_ns *ns)
+{
+	uint64_t l2_items = 0, l2_bytes = 0;
+	if (ctx->l2 && ctx->l2->started)
+		l2_ns_usage(&ctx->l2->l2, ns, &l2_items, &l2_bytes);
+	json_t *o = json_pack("{s:I,s:s,s:s,s:I,s:i,s:I}", "id", (json_int_t)ns->id, "model",
+			      ns->model, "salt", ns->salt, "block_bytes",
+			      (json_int_t)ns->block_bytes, "tp_size", (int)ns->tp_size,
+			      "connections", (json_int_t)dp_ns_connections(ctx->dp, ns));
+	json_object_update_new(o, json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "l1_items",
+					    (json_int_t)ns->l1_items, "l1_bytes",
+					    (json_int_t)ns->l1_bytes, "l1_quota_bytes",
+					    (json_int_t)ns->l1_quota, "l1_quota_evictions",
+					    (json_int_t)ns->l1_quota_evictions, "l2_items",
+					    (json_int_t)l2_items, "l2_bytes", (json_int_t)l2_bytes,
+					    "l2_quota_bytes", (json_int_t)ns->l2_quota));
+	return o;
+}
+
 static void fill_namespaces(struct http_ctx *ctx, json_t *list)
 {
-	for (uint32_t i = 0; i < ctx->namespaces->count; i++) {
-		const struct kvt_ns *ns = ctx->namespaces->ns[i];
-		json_array_append_new(
-			list, json_pack("{s:I,s:s,s:s,s:I,s:i,s:I,s:I}", "id", (json_int_t)ns->id,
-					"model", ns->model, "salt", ns->salt, "block_bytes",
-					(json_int_t)ns->block_bytes, "tp_size", (int)ns->tp_size,
-					"l1_items", (json_int_t)ns->l1_items, "l1_bytes",
-					(json_int_t)ns->l1_bytes));
+	for (uint32_t i = 0; i < ctx->namespaces->count; i++)
+		json_array_append_new(list, namespace_json(ctx, ctx->namespaces->ns[i]));
+}
+
+struct usage_call {
+	struct http_ctx *ctx;
+	struct metrics_ns *ns;
+	uint32_t n;
+};
+
+static int usage_on_loop(void *arg)
+{
+	struct usage_call *uc = arg;
+	const struct ns_registry *reg = uc->ctx->namespaces;
+	uc->ns = calloc(reg->count ? reg->count : 1, sizeof(*uc->ns));
+	if (!uc->ns)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < reg->count; i++) {
+		const struct kvt_ns *ns = reg->ns[i];
+		struct metrics_ns *m = &uc->ns[i];
+		*m = (struct metrics_ns){.id = ns->id, .l1_bytes = ns->l1_bytes,
+					 .l1_quota = ns->l1_quota,
+					 .l1_quota_evictions = ns->l1_quota_evictions,
+					 .l2_quota = ns->l2_quota};
+		snprintf(m->model, sizeof(m->model), "%s", ns->model);
+		uint64_t items;
+		if (uc->ctx->l2 && uc->ctx->l2->started)
+			l2_ns_usage(&uc->ctx->l2->l2, ns, &items, &m->l2_bytes);
 	}
+	uc->n = reg->count;
+	return 0;
+}
+
+int api_namespace_usage(struct http_ctx *ctx, struct metrics_ns **out, uint32_t *n)
+{
+	struct usage_call uc = {.ctx = ctx};
+	int rc = loopcall_run(ctx->calls, usage_on_loop, &uc);
+	if (rc) {
+		free(uc.ns);
+		return rc;
+	}
+	*out = uc.ns;
+	*n = uc.n;
+	return 0;
+}
+
+/* PUT /v1/namespaces/{id}: quotas set on the loop thread, the namespace read back. */
+struct ns_quota_call {
+	struct http_ctx *ctx;
+	uint32_t id;
+	bool set_l1, set_l2;
+	uint64_t l1, l2;
+	uint64_t min_l1;            /* out: one slot, when l1 is refused */
+	json_t *result;
+};
+
+static int ns_quota_on_loop(void *arg)
+{
+	struct ns_quota_call *qc = arg;
+	struct kvt_ns *ns = ns_find_id(qc->ctx->namespaces, qc->id);
+	if (!ns)
+		return -ENOENT;
+	qc->min_l1 = ns->l1_class ? ns->l1_class->slot_size : 0;
+	if (qc->set_l1 && l1_ns_set_quota(qc->ctx->l1, ns, qc->l1))
+		return -ERANGE;
+	if (qc->set_l2) {
+		ns->l2_quota = qc->l2;
+		if (qc->ctx->l2 && qc->ctx->l2->started)
+			l2_ns_trim(&qc->ctx->l2->l2, ns);
+	}
+	qc->result = namespace_json(qc->ctx, ns);
+	return 0;
+}
+
+/* A byte count: an integer >= 0, or a size string ("8GiB"). */
+static int take_bytes(json_t *obj, const char *key, bool *set, uint64_t *out,
+		      struct api_error *err)
+{
+	json_t *v = json_object_get(obj, key);
+	*set = v != NULL;
+	if (!v)
+		return 0;
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		*out = (uint64_t)json_integer_value(v);
+		return 0;
+	}
+	if (json_is_string(v) && kvt_parse_size(json_string_value(v), out) == 0)
+		return 0;
+	return fail(err, 400, "invalid_field",
+		    "%s: must be bytes (an integer >= 0) or a size such as \"4GiB\"; 0 removes the quota",
+		    key);
+}
+
+static int put_namespace(struct http_ctx *ctx, const char *id_text, json_t *body, json_t **out,
+			 struct api_error *err)
+{
+	static const char *const keys[] = {"l1_quota_bytes", "l2_quota_bytes", NULL};
+	struct ns_quota_call qc = {.ctx = ctx};
+	if (!parse_path_id(id_text, &qc.id) || qc.id == 0)
+		return fail(err, 404, "not_found", "no namespace with id \"%s\"", id_text);
+	if (!json_is_object(body))
+		return fail(err, 400, "invalid_body", "the body must be a JSON object");
+	if (only_keys(body, "", keys, err) ||
+	    take_bytes(body, "l1_quota_bytes", &qc.set_l1, &qc.l1, err) ||
+	    take_bytes(body, "l2_quota_bytes", &qc.set_l2, &qc.l2, err))
+		return -1;
+	if (qc.set_l2 && !ctx->l2 && qc.l2)
+		return fail(err, 409, "no_l2", "l2_quota_bytes: this kvtierd has no L2 tier");
+	int rc = loopcall_run(ctx->calls, ns_quota_on_loop, &qc);
+	if (rc == -ENOENT)
+		return fail(err, 404, "not_found", "no namespace with id %u", qc.id);
+	if (rc == -ERANGE)
+		return fail(err, 400, "invalid_field",
+			    "l1_quota_bytes: %llu is less than one block slot (%llu bytes); use 0 "
+			    "for no quota", (unsigned long long)qc.l1, (unsigned long long)qc.min_l1);
+	if (rc)
+		return loop_failed(err, rc);
+	*out = qc.result;
+	return 0;
 }
 
 struct ns_drop_call {
@@ -667,8 +802,10 @@ int api_route(struct http_ctx *ctx, const char *method, const char *url, json_t 
 	}
 	static const char ns_prefix[] = "/v1/namespaces/";
 	if (strncmp(url, ns_prefix, sizeof(ns_prefix) - 1) == 0) {
+		if (strcmp(method, "PUT") == 0)
+			return put_namespace(ctx, url + sizeof(ns_prefix) - 1, body, out, err);
 		if (strcmp(method, "DELETE") != 0)
-			return wrong_method(err, "DELETE");
+			return wrong_method(err, "PUT or DELETE");
 		return delete_namespace(ctx, url + sizeof(ns_prefix) - 1, out, err);
 	}
 	if (strcmp(url, "/v1/policy") == 0) {

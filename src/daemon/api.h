@@ -22,6 +22,13 @@ struct api_error {
 int api_route(struct http_ctx *ctx, const char *method, const char *url, json_t *body,
 	      json_t **out, struct api_error *err);
 
+struct metrics_ns;
+/*
+ * Copies every namespace's usage and quotas (on the loop thread) into a
+ * malloc'd array (*out, free it) of *n. 0, or -ESHUTDOWN / -ENOMEM.
+ */
+int api_namespace_usage(struct http_ctx *ctx, struct metrics_ns **out, uint32_t *n);
+
 /* Whether the method changes state (needs the admin token when one is set). */
 bool api_method_mutates(const char *method);
 

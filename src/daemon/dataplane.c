@@ -33,6 +33,7 @@ struct dp_session {
 	uint64_t id;
 	pid_t pid;
 	uint32_t nconns;
+	uint32_t namespaces_created;
 	uint32_t nleases;
 	uint64_t *leases;
 	struct dp_session *next;
@@ -198,6 +199,85 @@ static bool session_forget_lease(struct dp_session *s, uint64_t id)
 	return false;
 }
 
+/* --- namespaces --- */
+
+static bool ns_idle(const struct kvt_ns *ns)
+{
+	return ns->dp_conns == 0 && ns->l1_items == 0;
+}
+
+static void ns_reclaim(struct dp *dp, struct kvt_ns *ns)
+{
+	log_debug("namespace %u (%s) reclaimed: no client, nothing in L1", ns->id, ns->model);
+	ns_remove(dp->namespaces, ns);
+	STAT_ADD(dp, namespaces_reclaimed, 1);
+}
+
+uint32_t dp_reclaim_namespaces(struct dp *dp)
+{
+	uint32_t n = 0;
+	for (uint32_t i = dp->namespaces->count; i-- > 0;) { /* removal moves the last into i */
+		struct kvt_ns *ns = dp->namespaces->ns[i];
+		if (ns_idle(ns)) {
+			ns_reclaim(dp, ns);
+			n++;
+		}
+	}
+	return n;
+}
+
+/* A connection leaves ns: with nothing left in L1, the namespace goes too. */
+static void ns_unbind(struct dp *dp, struct kvt_ns *ns)
+{
+	ns->dp_conns--;
+	if (ns_idle(ns))
+		ns_reclaim(dp, ns);
+}
+
+/*
+ * The namespace a HELLO names, created when new within the session's
+ * allowance (s NULL: a new session, nothing created yet); a full table is
+ * swept of idle namespaces once before it is refused.
+ */
+static int hello_namespace(struct dp *dp, const struct dp_session *s,
+			   const struct frame_hello *hello, struct kvt_ns **out, bool *created)
+{
+	*created = false;
+	struct kvt_ns *ns = ns_find(dp->namespaces, hello->model, hello->salt);
+	if (!ns && s && s->namespaces_created >= dp->max_namespaces_per_client) {
+		REJECT(dp, namespace_limit);
+		return -KVT_ENSLIMIT;
+	}
+	int err = ns_get(dp->namespaces, hello->model, hello->salt, hello->block_bytes,
+			 hello->tp_size, &ns);
+	if (err == -ENOSPC && dp_reclaim_namespaces(dp))
+		err = ns_get(dp->namespaces, hello->model, hello->salt, hello->block_bytes,
+			     hello->tp_size, &ns);
+	if (err == -KVT_ENSCONFLICT)
+		REJECT(dp, ns_conflict);
+	else if (err == -ENOSPC)
+		REJECT(dp, namespaces_full);
+	else if (err < 0)
+		REJECT(dp, bad_hello);
+	if (err < 0)
+		return err;
+	if (err == 1) {
+		*created = true;
+		ns->l1_quota = dp->namespace_l1_quota;
+		ns->l2_quota = dp->namespace_l2_quota;
+	}
+	if (!ns->l1_class && (err = l1_ns_open(dp->l1, ns)) < 0) {
+		REJECT(dp, bad_hello);
+		if (*created)
+			ns_remove(dp->namespaces, ns);
+		return err;
+	}
+	if (ns->l1_quota && ns->l1_quota < ns->l1_class->slot_size)
+		ns->l1_quota = ns->l1_class->slot_size; /* a default quota below one block: one block */
+	*out = ns;
+	return 0;
+}
+
 /* --- connections: output --- */
 
 static void conn_close(struct dp_conn *c);
@@ -292,6 +372,9 @@ static void conn_retire(struct dp_conn *c)
 	if (c->session && --c->session->nconns == 0)
 		session_end(dp, c->session);
 	c->session = NULL;
+	if (c->ns)
+		ns_unbind(dp, (struct kvt_ns *)c->ns);
+	c->ns = NULL;
 	c->next = dp->dead_conns;
 	dp->dead_conns = c;
 	dp->nconns--;
@@ -367,23 +450,19 @@ static int op_hello(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *
 		}
 	}
 	struct kvt_ns *ns;
-	err = ns_get(dp->namespaces, hello.model, hello.salt, hello.block_bytes,
-		     hello.tp_size, &ns);
-	if (err == -KVT_ENSCONFLICT)
-		REJECT(dp, ns_conflict);
-	else if (err < 0)
-		REJECT(dp, bad_hello);
-	if (err < 0)
+	bool created;
+	if ((err = hello_namespace(dp, s, &hello, &ns, &created)))
 		return err;
-	if (!ns->l1_class && (err = l1_ns_open(dp->l1, ns)) < 0) {
-		REJECT(dp, bad_hello);
-		return err;
-	}
-	if (!s && !(s = session_new(dp, c->pid)))
+	if (!s && !(s = session_new(dp, c->pid))) {
+		if (ns_idle(ns))
+			ns_reclaim(dp, ns);
 		return -ENOMEM;
+	}
 	s->nconns++;
+	s->namespaces_created += created;
 	c->session = s;
 	c->ns = ns;
+	ns->dp_conns++;
 	c->role = hello.role;
 	c->rank = hello.role == KVT_ROLE_WORKER ? hello.rank : 0;
 	c->hello_done = true;
@@ -683,6 +762,8 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 		if (store) {
 			err = l1_store_begin(dp->l1, c->ns, &blk.key, c->rank, blk.length, &b->ref);
 			b->status = err == -EEXIST ? 0 : err; /* a stored part is a no-op */
+			if (err == -KVT_EQUOTA)
+				REJECT(dp, quota);
 			if (err)
 				continue;
 			b->length = blk.length;
@@ -984,10 +1065,8 @@ static void on_accept(struct loop_source *src, uint32_t events)
 
 uint32_t dp_ns_connections(const struct dp *dp, const struct kvt_ns *ns)
 {
-	uint32_t n = 0;
-	for (const struct dp_conn *c = dp->conns; c; c = c->next)
-		n += c->ns == ns;
-	return n;
+	(void)dp;
+	return ns->dp_conns;
 }
 
 void dp_buffers_foreach(const struct dp *dp,
@@ -1057,6 +1136,9 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struc
 	dp->max_connections = cfg->max_connections;
 	dp->max_leases_per_client = cfg->max_leases_per_client;
 	dp->lease_default_ms = cfg->lease_default_ms;
+	dp->max_namespaces_per_client = cfg->max_namespaces_per_client;
+	dp->namespace_l1_quota = cfg->namespace_l1_quota;
+	dp->namespace_l2_quota = cfg->namespace_l2_quota;
 	snprintf(dp->socket_path, sizeof(dp->socket_path), "%s", cfg->socket_path);
 	int err = buffers_init(&dp->buffers, 4096);
 	if (err) {

@@ -29,6 +29,9 @@ struct dp_config {
 	uint32_t max_connections;
 	uint32_t max_leases_per_client;
 	uint32_t lease_default_ms;
+	uint32_t max_namespaces_per_client;
+	uint64_t namespace_l1_quota;  /* what a new namespace gets; 0: none */
+	uint64_t namespace_l2_quota;
 };
 
 struct dp {
@@ -41,6 +44,8 @@ struct dp {
 	uint32_t max_connections;
 	uint32_t max_leases_per_client;
 	uint32_t lease_default_ms;   /* for LOOKUPs asking KVT_LEASE_DEFAULT; policy */
+	uint32_t max_namespaces_per_client;
+	uint64_t namespace_l1_quota, namespace_l2_quota;
 	struct l1 *l1;
 	struct l2 *l2;               /* NULL without L2; set by the daemon */
 	bool l2_evict;               /* mode evict: LOADs read L1 misses from L2; policy */
@@ -69,6 +74,13 @@ void dp_close(struct dp *dp);
 
 /* Connections bound to ns, open or closing. */
 uint32_t dp_ns_connections(const struct dp *dp, const struct kvt_ns *ns);
+
+/*
+ * Removes every namespace no connection is bound to that holds nothing in
+ * L1 (what L2 holds is found again by the namespace's digest when a client
+ * names it next). Returns how many went.
+ */
+uint32_t dp_reclaim_namespaces(struct dp *dp);
 
 /* Calls fn for each registered buffer (loop thread). */
 void dp_buffers_foreach(const struct dp *dp,

@@ -29,6 +29,9 @@
 	X(no_hello, "requests before HELLO") \
 	X(bad_hello, "HELLOs refused: version, role, rank, names, second HELLO") \
 	X(ns_conflict, "HELLOs whose block or TP size differs from the namespace") \
+	X(namespace_limit, "HELLOs refused: the client created max-namespaces-per-client already") \
+	X(namespaces_full, "HELLOs refused: the namespace table is full of namespaces in use") \
+	X(quota, "blocks refused: their namespace is at its L1 quota, all of it pinned") \
 	X(role, "operations the connection's role may not do") \
 	X(foreign_buffer, "buffer indexes of another client") \
 	X(unknown_buffer, "buffer indexes not registered") \
@@ -49,6 +52,8 @@
 	X(connections_total, "kvtier_connections_total", "counter", "Data-plane connections accepted.") \
 	X(connections_active, "kvtier_lanes_connected", "gauge", "Data-plane connections (lanes) open.") \
 	X(clients_active, "kvtier_clients_connected", "gauge", "Clients (processes) connected.") \
+	X(namespaces_reclaimed, "kvtier_namespaces_reclaimed_total", "counter", \
+	  "Namespaces removed for holding nothing in L1 with no client bound.") \
 	X(blocks_stored, "kvtier_blocks_stored_total", "counter", "Blocks stored by STORE requests.") \
 	X(blocks_loaded, "kvtier_blocks_loaded_total", "counter", "Blocks copied out by LOAD requests.") \
 	X(blocks_load_missing, "kvtier_blocks_load_missing_total", "counter", \

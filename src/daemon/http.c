@@ -107,10 +107,16 @@ static enum MHD_Result respond_health(struct MHD_Connection *conn, const struct 
 	return respond_json(conn, MHD_HTTP_OK, "{\"status\":\"ok\"}\n");
 }
 
-static enum MHD_Result respond_metrics(struct MHD_Connection *conn, const struct http_ctx *ctx)
+static enum MHD_Result respond_metrics(struct MHD_Connection *conn, struct http_ctx *ctx)
 {
 	size_t len = 0;
-	char *text = metrics_render(ctx->l1, ctx->l2 ? &ctx->l2->l2 : NULL, ctx->dp, &len);
+	struct metrics_ns *ns = NULL;
+	uint32_t nns = 0;
+	if (api_namespace_usage(ctx, &ns, &nns))
+		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
+				     "the daemon is stopping");
+	char *text = metrics_render(ctx->l1, ctx->l2 ? &ctx->l2->l2 : NULL, ctx->dp, ns, nns, &len);
+	free(ns);
 	if (!text)
 		return respond_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
 				     "cannot render the metrics");

@@ -19,9 +19,16 @@ struct l1_part {
 	uint8_t state;
 };
 
+/* An unpinned item is on two LRU lists: every item's, and its namespace's. */
+enum lru_list { LRU_ALL, LRU_NS, LRU_LISTS };
+
+struct lru_links {
+	struct l1_item *prev, *next;
+};
+
 struct l1_item {
 	struct index_entry entry;   /* first: the index hands back this pointer */
-	struct l1_item *lru_prev, *lru_next;
+	struct lru_links lru[LRU_LISTS];
 	const struct kvt_ns *ns;
 	uint32_t pins;
 	uint16_t nparts;
@@ -42,6 +49,7 @@ static const char *const evict_reason_names[L1_EVICT_NREASONS] = {
 	[L1_EVICT_WATERMARK] = "watermark",
 	[L1_EVICT_CAPACITY] = "capacity",
 	[L1_EVICT_ADMIN] = "admin",
+	[L1_EVICT_QUOTA] = "quota",
 };
 
 const char *l1_evict_reason_name(enum l1_evict_reason reason)
@@ -52,28 +60,43 @@ const char *l1_evict_reason_name(enum l1_evict_reason reason)
 
 /* --- LRU: the unpinned items, most recent at the head --- */
 
+/* The ends of list `which` that it belongs on. */
+static struct l1_item **list_end(struct l1 *l1, struct l1_item *it, enum lru_list which,
+				 bool tail)
+{
+	if (which == LRU_ALL)
+		return tail ? &l1->lru_tail : &l1->lru_head;
+	struct kvt_ns *ns = (struct kvt_ns *)it->ns;
+	return tail ? &ns->l1_lru_tail : &ns->l1_lru_head;
+}
+
 static void lru_unlink(struct l1 *l1, struct l1_item *it)
 {
-	if (it->lru_prev)
-		it->lru_prev->lru_next = it->lru_next;
-	else
-		l1->lru_head = it->lru_next;
-	if (it->lru_next)
-		it->lru_next->lru_prev = it->lru_prev;
-	else
-		l1->lru_tail = it->lru_prev;
-	it->lru_prev = it->lru_next = NULL;
+	for (enum lru_list w = LRU_ALL; w < LRU_LISTS; w++) {
+		struct lru_links *l = &it->lru[w];
+		if (l->prev)
+			l->prev->lru[w].next = l->next;
+		else
+			*list_end(l1, it, w, false) = l->next;
+		if (l->next)
+			l->next->lru[w].prev = l->prev;
+		else
+			*list_end(l1, it, w, true) = l->prev;
+		l->prev = l->next = NULL;
+	}
 }
 
 static void lru_push_head(struct l1 *l1, struct l1_item *it)
 {
-	it->lru_prev = NULL;
-	it->lru_next = l1->lru_head;
-	if (l1->lru_head)
-		l1->lru_head->lru_prev = it;
-	else
-		l1->lru_tail = it;
-	l1->lru_head = it;
+	for (enum lru_list w = LRU_ALL; w < LRU_LISTS; w++) {
+		struct l1_item **head = list_end(l1, it, w, false);
+		it->lru[w] = (struct lru_links){NULL, *head};
+		if (*head)
+			(*head)->lru[w].prev = it;
+		else
+			*list_end(l1, it, w, true) = it;
+		*head = it;
+	}
 }
 
 static void lru_touch(struct l1 *l1, struct l1_item *it)
@@ -197,6 +220,7 @@ static void count_eviction(struct l1 *l1, enum l1_evict_reason reason)
 	case L1_EVICT_WATERMARK: STAT_ADD(l1, evictions_watermark, 1); break;
 	case L1_EVICT_CAPACITY: STAT_ADD(l1, evictions_capacity, 1); break;
 	case L1_EVICT_ADMIN: STAT_ADD(l1, evictions_admin, 1); break;
+	case L1_EVICT_QUOTA: STAT_ADD(l1, evictions_quota, 1); break;
 	case L1_EVICT_NREASONS: break;
 	}
 }
@@ -225,6 +249,21 @@ uint64_t l1_evict(struct l1 *l1, uint64_t bytes, enum l1_evict_reason reason)
 	       (reason != L1_EVICT_WATERMARK || lower_has_room(l1)))
 		freed += item_evict(l1, l1->lru_tail, reason);
 	return freed;
+}
+
+/*
+ * Keeps ns within its quota with one more slot: its own least-recent items
+ * go first. -KVT_EQUOTA when what it holds over the quota is all pinned.
+ */
+static int fit_quota(struct l1 *l1, struct kvt_ns *ns, uint64_t more)
+{
+	while (ns->l1_quota && ns->l1_bytes + more > ns->l1_quota) {
+		if (!ns->l1_lru_tail)
+			return -KVT_EQUOTA;
+		item_evict(l1, ns->l1_lru_tail, L1_EVICT_QUOTA);
+		ns->l1_quota_evictions++;
+	}
+	return 0;
 }
 
 /* Evicts every unpinned item with a part in region r. */
@@ -362,21 +401,19 @@ int l1_ns_open(struct l1 *l1, struct kvt_ns *ns)
 uint64_t l1_ns_drop(struct l1 *l1, const struct kvt_ns *ns, uint64_t *pinned)
 {
 	uint64_t freed = 0;
-	*pinned = 0;
-	for (uint64_t b = 0; b <= l1->index.mask; b++) {
-		struct index_entry *e = l1->index.buckets[b];
-		while (e) {
-			struct l1_item *it = (struct l1_item *)e;
-			e = e->next; /* before the item goes */
-			if (it->ns != ns)
-				continue;
-			if (it->pins)
-				(*pinned)++;
-			else
-				freed += item_evict(l1, it, L1_EVICT_ADMIN);
-		}
-	}
+	while (ns->l1_lru_tail) /* every unpinned item of ns is on its list */
+		freed += item_evict(l1, ns->l1_lru_tail, L1_EVICT_ADMIN);
+	*pinned = ns->l1_items;
 	return freed;
+}
+
+int l1_ns_set_quota(struct l1 *l1, struct kvt_ns *ns, uint64_t bytes)
+{
+	if (bytes && ns->l1_class && bytes < ns->l1_class->slot_size)
+		return -ERANGE;
+	ns->l1_quota = bytes;
+	(void)fit_quota(l1, ns, 0); /* pinned items over it stay; stores then evict them first */
+	return 0;
 }
 
 void l1_set_lower_tier(struct l1 *l1, const struct l1_lower_tier *lower)
@@ -417,7 +454,9 @@ int l1_store_begin(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key 
 		return -ENOMEM;
 	}
 	item_pin(l1, it); /* keeps make_room from evicting the item we fill */
-	int err = make_room(l1, ns->l1_class);
+	int err = fit_quota(l1, (struct kvt_ns *)ns, ns->l1_class->slot_size);
+	if (!err)
+		err = make_room(l1, ns->l1_class);
 	void *slot = err ? NULL : arena_alloc(&l1->arena, ns->l1_class, it);
 	if (!slot) {
 		STAT_ADD(l1, store_failures, 1);
@@ -693,9 +732,9 @@ int l1_verify(const struct l1 *l1, const char **what)
 		}
 	}
 	const struct l1_item *prev = NULL;
-	for (const struct l1_item *it = l1->lru_head; it; prev = it, it = it->lru_next) {
+	for (const struct l1_item *it = l1->lru_head; it; prev = it, it = it->lru[LRU_ALL].next) {
 		VERIFY(it->pins == 0, "a pinned item is on the LRU list");
-		VERIFY(it->lru_prev == prev, "the LRU list is broken");
+		VERIFY(it->lru[LRU_ALL].prev == prev, "the LRU list is broken");
 		in_lru++;
 	}
 	VERIFY(prev == l1->lru_tail, "the LRU tail is wrong");

@@ -33,6 +33,7 @@ enum l1_evict_reason {
 	L1_EVICT_WATERMARK,   /* usage passed the high watermark */
 	L1_EVICT_CAPACITY,    /* no slot of the needed size was left */
 	L1_EVICT_ADMIN,       /* an operator asked */
+	L1_EVICT_QUOTA,       /* its namespace reached its L1 quota */
 	L1_EVICT_NREASONS
 };
 const char *l1_evict_reason_name(enum l1_evict_reason reason);
@@ -53,6 +54,7 @@ const char *l1_evict_reason_name(enum l1_evict_reason reason);
 	X(evictions_watermark, "items evicted past the high watermark") \
 	X(evictions_capacity, "items evicted for want of a slot") \
 	X(evictions_admin, "items evicted by an operator") \
+	X(evictions_quota, "items evicted to keep their namespace within its L1 quota") \
 	X(evicted_bytes, "bytes of slots freed by eviction") \
 	X(victims_to_lower, "evicted items handed to the lower tier") \
 	X(leases_taken, "leases taken") \
@@ -160,6 +162,14 @@ int l1_ns_open(struct l1 *l1, struct kvt_ns *ns);
  */
 uint64_t l1_ns_drop(struct l1 *l1, const struct kvt_ns *ns, uint64_t *pinned);
 
+/*
+ * Sets ns's L1 quota (bytes of slots; 0: none) and evicts its least-recent
+ * unpinned items down to it at once; from then on a store that would pass
+ * it evicts ns's own items first, and fails with -KVT_EQUOTA when they are
+ * all pinned. -ERANGE for a quota smaller than one of its slots.
+ */
+int l1_ns_set_quota(struct l1 *l1, struct kvt_ns *ns, uint64_t bytes);
+
 void l1_set_lower_tier(struct l1 *l1, const struct l1_lower_tier *lower);
 /* -EINVAL unless 0 < low < high <= 1. Evicts at once if now above high. */
 int l1_set_watermarks(struct l1 *l1, double high, double low);
@@ -169,8 +179,9 @@ int l1_set_watermarks(struct l1 *l1, double high, double low);
  * the slot to fill and the item is pinned until l1_store_commit or
  * l1_store_abort. -EEXIST when the part is stored or being stored (a no-op
  * for the caller), -EINVAL for a rank outside the TP size, -ERANGE when
- * length exceeds the block size or is 0, -KVT_EALLPINNED when no slot can be
- * freed, -ENOMEM when memory for the item cannot be had.
+ * length exceeds the block size or is 0, -KVT_EQUOTA when ns is at its
+ * quota with all of it pinned, -KVT_EALLPINNED when no slot can be freed,
+ * -ENOMEM when memory for the item cannot be had.
  */
 int l1_store_begin(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *key,
 		   uint16_t rank, uint32_t length, struct l1_ref *ref);

@@ -40,8 +40,18 @@ struct l2_part {
 	uint32_t region;
 };
 
+/* What L2 holds of one namespace, by digest: of this run's namespaces or not. */
+struct l2_ns_usage {
+	uint64_t digest;
+	uint64_t items, bytes;        /* bytes: of its records, headers and padding included */
+	struct l2_item *oldest, *newest;  /* in the order they came */
+	struct l2_ns_usage *next;     /* hash chain */
+};
+
 struct l2_item {
 	struct index_entry entry;     /* first: the index hands back this pointer */
+	struct l2_ns_usage *usage;
+	struct l2_item *older, *newer;
 	uint16_t nparts;
 	uint16_t nfound;              /* recovery only: parts seen */
 	struct l2_part parts[];
@@ -80,6 +90,71 @@ static uint64_t region_base(const struct l2 *l2, const struct l2_region *r)
 	return (uint64_t)r->index * l2->region_size;
 }
 
+/* --- per-namespace usage --- */
+
+static struct l2_ns_usage **usage_bucket(const struct l2 *l2, uint64_t digest)
+{
+	return &l2->usage[digest & (L2_USAGE_BUCKETS - 1)];
+}
+
+static struct l2_ns_usage *usage_find(const struct l2 *l2, uint64_t digest)
+{
+	struct l2_ns_usage *u = *usage_bucket(l2, digest);
+	while (u && u->digest != digest)
+		u = u->next;
+	return u;
+}
+
+/* Links a new item as its namespace's newest; false without memory. */
+static bool usage_add(struct l2 *l2, struct l2_item *it)
+{
+	uint64_t digest = it->entry.ns_id;
+	struct l2_ns_usage *u = usage_find(l2, digest);
+	if (!u) {
+		if (!(u = calloc(1, sizeof(*u))))
+			return false;
+		struct l2_ns_usage **b = usage_bucket(l2, digest);
+		*u = (struct l2_ns_usage){.digest = digest, .next = *b};
+		*b = u;
+	}
+	it->usage = u;
+	it->older = u->newest;
+	if (u->newest)
+		u->newest->newer = it;
+	else
+		u->oldest = it;
+	u->newest = it;
+	u->items++;
+	return true;
+}
+
+static void usage_remove(struct l2 *l2, struct l2_item *it)
+{
+	struct l2_ns_usage *u = it->usage;
+	if (it->older)
+		it->older->newer = it->newer;
+	else
+		u->oldest = it->newer;
+	if (it->newer)
+		it->newer->older = it->older;
+	else
+		u->newest = it->older;
+	if (--u->items)
+		return;
+	struct l2_ns_usage **p = usage_bucket(l2, u->digest);
+	while (*p != u)
+		p = &(*p)->next;
+	*p = u->next;
+	free(u);
+}
+
+void l2_ns_usage(const struct l2 *l2, const struct kvt_ns *ns, uint64_t *items, uint64_t *bytes)
+{
+	const struct l2_ns_usage *u = usage_find(l2, ns->digest);
+	*items = u ? u->items : 0;
+	*bytes = u ? u->bytes : 0;
+}
+
 /* --- items --- */
 
 static struct l2_item *item_find(const struct l2 *l2, uint64_t digest, const struct kvt_key *key)
@@ -98,6 +173,10 @@ static struct l2_item *item_new(struct l2 *l2, uint64_t digest, const struct kvt
 	it->entry.ns_id = digest;
 	it->entry.key = *key;
 	it->entry.hash = index_hash(&l2->index, digest, key);
+	if (!usage_add(l2, it)) {
+		free(it);
+		return NULL;
+	}
 	index_insert(&l2->index, &it->entry);
 	return it;
 }
@@ -107,6 +186,7 @@ static void part_link(struct l2 *l2, struct l2_item *it, struct l2_part *p, uint
 	struct l2_region *r = &l2->regions[region];
 	p->item = it;
 	p->region = region;
+	it->usage->bytes += l2fmt_record_bytes(p->length);
 	p->prev = NULL;
 	p->next = r->parts;
 	if (r->parts)
@@ -125,6 +205,7 @@ static void part_unlink(struct l2 *l2, struct l2_part *p)
 		r->parts = p->next;
 	if (p->next)
 		p->next->prev = p->prev;
+	p->item->usage->bytes -= l2fmt_record_bytes(p->length);
 	p->item = NULL;
 }
 
@@ -132,6 +213,7 @@ static void item_free(struct l2 *l2, struct l2_item *it)
 {
 	for (uint16_t i = 0; i < it->nparts; i++)
 		part_unlink(l2, &it->parts[i]);
+	usage_remove(l2, it);
 	index_remove(&l2->index, &it->entry);
 	free(it);
 }
@@ -467,6 +549,24 @@ static struct l2_item *append_victim(struct l2 *l2, struct l2_region *r,
 	return it;
 }
 
+/*
+ * Makes room for bytes more of ns within its L2 quota: its oldest items go
+ * first. False when one victim alone is larger than the quota.
+ */
+static bool fit_quota(struct l2 *l2, const struct kvt_ns *ns, uint64_t bytes)
+{
+	if (!ns->l2_quota)
+		return true;
+	if (bytes > ns->l2_quota)
+		return false;
+	struct l2_ns_usage *u;
+	while ((u = usage_find(l2, ns->digest)) && u->bytes + bytes > ns->l2_quota) {
+		item_drop(l2, u->oldest);
+		STAT_ADD(l2, items_dropped_quota, 1);
+	}
+	return true;
+}
+
 static void take_victim(void *ctx, const struct l1_victim *v)
 {
 	struct l2 *l2 = ctx;
@@ -483,6 +583,10 @@ static void take_victim(void *ctx, const struct l1_victim *v)
 		bytes += l2fmt_record_bytes(v->lengths[i]);
 	if (bytes > l2->region_size - L2FMT_BLOCK) {
 		STAT_ADD(l2, victims_dropped_unfit, 1);
+		return;
+	}
+	if (!fit_quota(l2, v->ns, bytes)) {
+		STAT_ADD(l2, victims_dropped_quota, 1);
 		return;
 	}
 	struct l2_region *r = region_with_room(l2, bytes);
@@ -631,23 +735,27 @@ static void invalidate_part(struct l2 *l2, const struct l2_part *p)
 uint64_t l2_ns_drop(struct l2 *l2, const struct kvt_ns *ns)
 {
 	uint64_t dropped = 0;
-	for (uint32_t i = 0; i < l2->nregions; i++) {
-		struct l2_region *r = &l2->regions[i];
-		struct l2_part *p = r->parts;
-		while (p) {
-			struct l2_part *next = p->next;
-			struct l2_item *it = p->item;
-			if (it->entry.ns_id == ns->digest) {
-				for (uint16_t k = 0; k < it->nparts; k++)
-					invalidate_part(l2, &it->parts[k]);
-				item_drop(l2, it);
-				dropped++;
-				next = r->parts;
-			}
-			p = next;
-		}
+	struct l2_ns_usage *u;
+	while ((u = usage_find(l2, ns->digest))) {
+		struct l2_item *it = u->oldest;
+		for (uint16_t k = 0; k < it->nparts; k++)
+			invalidate_part(l2, &it->parts[k]);
+		item_drop(l2, it);
+		dropped++;
 	}
 	STAT_ADD(l2, items_dropped_admin, dropped);
+	return dropped;
+}
+
+uint64_t l2_ns_trim(struct l2 *l2, const struct kvt_ns *ns)
+{
+	uint64_t dropped = 0;
+	struct l2_ns_usage *u;
+	while (ns->l2_quota && (u = usage_find(l2, ns->digest)) && u->bytes > ns->l2_quota) {
+		item_drop(l2, u->oldest);
+		dropped++;
+	}
+	STAT_ADD(l2, items_dropped_quota, dropped);
 	return dropped;
 }
 
@@ -886,6 +994,7 @@ int l2_open(struct l2 *l2, const struct l2_config *cfg, char *why, size_t whylen
 	if ((err = open_ring(l2, why, whylen)))
 		return err;
 	if (!(l2->regions = calloc(l2->nregions, sizeof(*l2->regions))) || alloc_wbufs(l2) ||
+	    !(l2->usage = calloc(L2_USAGE_BUCKETS, sizeof(*l2->usage))) ||
 	    index_init(&l2->index, 1024))
 		return fail(why, whylen, -ENOMEM, "no memory for the L2 index and write buffers");
 	for (uint32_t i = 0; i < l2->nregions; i++)
@@ -917,6 +1026,7 @@ void l2_close(struct l2 *l2)
 				item_free(l2, l2->regions[i].parts->item);
 	}
 	index_destroy(&l2->index);
+	free(l2->usage); /* empty: every item is gone */
 	if (l2->wbufs) {
 		for (uint32_t i = 0; i < l2->nwbufs; i++)
 			if (l2->wbufs[i].mem)

@@ -12,7 +12,8 @@
  * l2_submit after queueing work. l2_stats_read may be called from any thread.
  *
  * Items are written whole (every part of a block, in one write) and dropped
- * whole, so an item in L2 is always complete.
+ * whole, so an item in L2 is always complete. A namespace with an L2 quota
+ * (kvt_ns.l2_quota) drops its own oldest items to take a victim past it.
  */
 #ifndef KVTD_L2_H
 #define KVTD_L2_H
@@ -35,6 +36,7 @@
 	X(victims_dropped_behind, "L1 victims dropped: no write buffer or region free (L2 behind)") \
 	X(victims_dropped_unfit, "L1 victims dropped: larger than a region") \
 	X(victims_dropped_off, "L1 victims dropped: L2 not ready or failed") \
+	X(victims_dropped_quota, "L1 victims dropped: larger than their namespace's L2 quota") \
 	X(reads, "part reads served by L2") \
 	X(reads_from_memory, "part reads served from a write buffer") \
 	X(bytes_read, "data bytes read from L2") \
@@ -46,6 +48,7 @@
 	X(regions_reclaimed, "regions reclaimed for new writes") \
 	X(items_reclaimed, "items dropped with their region (L2 evictions)") \
 	X(items_dropped_admin, "items dropped by an operator") \
+	X(items_dropped_quota, "items dropped to keep their namespace within its L2 quota") \
 	X(recovered_items, "items found by the scan at start") \
 	X(recovery_dropped, "records dropped by the scan at start (incomplete items)")
 
@@ -76,6 +79,10 @@ struct l2_stats_snapshot {
 struct l2;
 struct l2_region;
 struct l2_wbuf;
+struct l2_ns_usage;
+
+/* Buckets of the per-namespace usage table (a power of two). */
+#define L2_USAGE_BUCKETS 256
 
 /* One read or write on the ring. Private to l2.c; embedded in l2_read. */
 struct l2_io {
@@ -140,6 +147,7 @@ struct l2 {
 	uint32_t nwbufs;
 	uint64_t next_seq;
 	struct index index;
+	struct l2_ns_usage **usage;   /* by namespace digest */
 	uint32_t consecutive_errors;
 	l2_fault_fn fault;
 	void *fault_ctx;
@@ -192,6 +200,16 @@ int l2_read_begin(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *
 
 /* Drops every item of ns; returns how many. */
 uint64_t l2_ns_drop(struct l2 *l2, const struct kvt_ns *ns);
+/*
+ * What L2 holds of ns (found by its digest, so items of an earlier run
+ * count): items, and bytes of their records.
+ */
+void l2_ns_usage(const struct l2 *l2, const struct kvt_ns *ns, uint64_t *items, uint64_t *bytes);
+/*
+ * Drops ns's oldest items until it is within ns->l2_quota (victims do this
+ * as they come; this is for a quota just lowered). Returns how many.
+ */
+uint64_t l2_ns_trim(struct l2 *l2, const struct kvt_ns *ns);
 /* Reclaims whole regions, oldest first, until bytes are freed (all: UINT64_MAX). */
 uint64_t l2_evict(struct l2 *l2, uint64_t bytes);
 

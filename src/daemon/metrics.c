@@ -3,6 +3,8 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -56,9 +58,11 @@ static void render_tiers(FILE *f, const struct l1_stats_snapshot *s,
 	sample(f, "kvtier_evictions_total", "tier=\"l1\",reason=\"watermark\"", s->evictions_watermark);
 	sample(f, "kvtier_evictions_total", "tier=\"l1\",reason=\"capacity\"", s->evictions_capacity);
 	sample(f, "kvtier_evictions_total", "tier=\"l1\",reason=\"admin\"", s->evictions_admin);
+	sample(f, "kvtier_evictions_total", "tier=\"l1\",reason=\"quota\"", s->evictions_quota);
 	if (t) {
 		sample(f, "kvtier_evictions_total", "tier=\"l2\",reason=\"reclaim\"", t->items_reclaimed);
 		sample(f, "kvtier_evictions_total", "tier=\"l2\",reason=\"admin\"", t->items_dropped_admin);
+		sample(f, "kvtier_evictions_total", "tier=\"l2\",reason=\"quota\"", t->items_dropped_quota);
 	}
 	family(f, "kvtier_tier_capacity_bytes", "gauge", "Bytes a tier can hold.");
 	sample(f, "kvtier_tier_capacity_bytes", "tier=\"l1\"", s->capacity_bytes);
@@ -95,6 +99,7 @@ static void render_l2(FILE *f, const struct l2_stats_snapshot *t)
 	sample(f, "kvtier_l2_victims_total", "result=\"dropped_behind\"", t->victims_dropped_behind);
 	sample(f, "kvtier_l2_victims_total", "result=\"dropped_unfit\"", t->victims_dropped_unfit);
 	sample(f, "kvtier_l2_victims_total", "result=\"dropped_off\"", t->victims_dropped_off);
+	sample(f, "kvtier_l2_victims_total", "result=\"dropped_quota\"", t->victims_dropped_quota);
 	family(f, "kvtier_l2_reads_total", "counter", "Part reads L2 served, by source.");
 	sample(f, "kvtier_l2_reads_total", "source=\"disk\"", t->reads - t->reads_from_memory);
 	sample(f, "kvtier_l2_reads_total", "source=\"write_buffer\"", t->reads_from_memory);
@@ -180,6 +185,54 @@ static void render_dp(FILE *f, const struct dp *dp)
 	samples_by_kind(f, "kvtier_buffers_registered_bytes", dp->buffers.kind_bytes);
 }
 
+/* A label value as the text format wants it: backslash, quote and newline escaped. */
+static void label_value(char *out, size_t cap, const char *in)
+{
+	size_t n = 0;
+	for (; *in && n + 3 < cap; in++) {
+		if (*in == '\\' || *in == '"' || *in == '\n') {
+			out[n++] = '\\';
+			out[n++] = *in == '\n' ? 'n' : *in;
+		} else {
+			out[n++] = *in;
+		}
+	}
+	out[n] = '\0';
+}
+
+/* One gauge family with a sample per namespace, from the field at offset. */
+static void ns_family(FILE *f, const char *name, const char *type, const char *help,
+		      const struct metrics_ns *ns, uint32_t nns, size_t offset)
+{
+	family(f, name, type, help);
+	for (uint32_t i = 0; i < nns; i++) {
+		char model[2 * KVT_NS_MODEL_MAX + 2], labels[sizeof(model) + 48];
+		label_value(model, sizeof(model), ns[i].model);
+		snprintf(labels, sizeof(labels), "namespace=\"%u\",model=\"%s\"", ns[i].id, model);
+		sample(f, name, labels, *(const uint64_t *)((const char *)&ns[i] + offset));
+	}
+}
+
+static void render_namespaces(FILE *f, bool have_l2, const struct metrics_ns *ns, uint32_t nns)
+{
+#define NS_FIELD(field) offsetof(struct metrics_ns, field)
+	ns_family(f, "kvtier_namespace_l1_bytes", "gauge", "L1 bytes a namespace holds.", ns, nns,
+		  NS_FIELD(l1_bytes));
+	ns_family(f, "kvtier_namespace_l1_quota_bytes", "gauge",
+		  "A namespace's L1 quota (0: none).", ns, nns, NS_FIELD(l1_quota));
+	ns_family(f, "kvtier_namespace_l1_quota_evictions_total", "counter",
+		  "Blocks a namespace evicted to stay within its L1 quota.", ns, nns,
+		  NS_FIELD(l1_quota_evictions));
+	if (have_l2) {
+		ns_family(f, "kvtier_namespace_l2_bytes", "gauge",
+			  "L2 bytes a namespace holds (records, headers included).", ns, nns,
+			  NS_FIELD(l2_bytes));
+		ns_family(f, "kvtier_namespace_l2_quota_bytes", "gauge",
+			  "A namespace's L2 quota (0: none).", ns, nns, NS_FIELD(l2_quota));
+	}
+#undef NS_FIELD
+}
+
 static void render_gpu(FILE *f)
 {
 	one(f, "kvtier_gpu_devices", "gauge", "CUDA devices this kvtierd uses.",
@@ -194,7 +247,8 @@ static void render_gpu(FILE *f)
 #undef GPU_METRIC
 }
 
-char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct dp *dp, size_t *len)
+char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct dp *dp,
+		     const struct metrics_ns *ns, uint32_t nns, size_t *len)
 {
 	char *buf = NULL;
 	FILE *f = open_memstream(&buf, len);
@@ -213,6 +267,7 @@ char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct dp *
 	if (l2)
 		render_l2(f, &t);
 	render_dp(f, dp);
+	render_namespaces(f, l2 != NULL, ns, nns);
 	render_gpu(f);
 	if (fclose(f)) {
 		free(buf);

@@ -6,6 +6,9 @@
 #define KVTD_METRICS_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "ns.h"
 
 struct l1;
 struct l2;
@@ -13,7 +16,19 @@ struct dp;
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
-/* The whole page, malloc'd (free it), or NULL when out of memory. */
-char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct dp *dp, size_t *len);
+/* One namespace's usage and quotas, copied on the loop thread for a scrape. */
+struct metrics_ns {
+	uint32_t id;
+	char model[KVT_NS_MODEL_MAX + 1];
+	uint64_t l1_bytes, l1_quota, l1_quota_evictions;
+	uint64_t l2_bytes, l2_quota;
+};
+
+/*
+ * The whole page, malloc'd (free it), or NULL when out of memory; ns: the
+ * namespaces (nns of them) for the per-namespace families.
+ */
+char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct dp *dp,
+		     const struct metrics_ns *ns, uint32_t nns, size_t *len);
 
 #endif

@@ -48,13 +48,11 @@ int ns_get(struct ns_registry *reg, const char *model, const char *salt,
 	    strlen(salt) > KVT_NS_SALT_MAX || block_bytes == 0 || tp_size == 0 ||
 	    tp_size > KVT_TP_MAX)
 		return -EINVAL;
-	for (uint32_t i = 0; i < reg->count; i++) {
-		struct kvt_ns *ns = reg->ns[i];
-		if (strcmp(ns->model, model) != 0 || strcmp(ns->salt, salt) != 0)
-			continue;
-		if (ns->block_bytes != block_bytes || ns->tp_size != tp_size)
+	struct kvt_ns *found = ns_find(reg, model, salt);
+	if (found) {
+		if (found->block_bytes != block_bytes || found->tp_size != tp_size)
 			return -KVT_ENSCONFLICT;
-		*out = ns;
+		*out = found;
 		return 0;
 	}
 	if (reg->count == KVT_NS_MAX)
@@ -71,6 +69,16 @@ int ns_get(struct ns_registry *reg, const char *model, const char *salt,
 	reg->ns[reg->count++] = ns;
 	*out = ns;
 	return 1;
+}
+
+struct kvt_ns *ns_find(const struct ns_registry *reg, const char *model, const char *salt)
+{
+	if (!salt)
+		salt = "";
+	for (uint32_t i = 0; i < reg->count; i++)
+		if (strcmp(reg->ns[i]->model, model) == 0 && strcmp(reg->ns[i]->salt, salt) == 0)
+			return reg->ns[i];
+	return NULL;
 }
 
 struct kvt_ns *ns_find_id(const struct ns_registry *reg, uint32_t id)

@@ -16,6 +16,7 @@
 #define KVT_TP_MAX 64
 
 struct arena_class;
+struct l1_item;
 
 struct kvt_ns {
 	uint32_t id;                /* this run's number, for the API */
@@ -24,10 +25,17 @@ struct kvt_ns {
 	uint64_t block_bytes;       /* bytes of one rank's part of a block */
 	char model[KVT_NS_MODEL_MAX + 1];
 	char salt[KVT_NS_SALT_MAX + 1];
+	/* Byte quotas (0: none), set by the policy; L1 and L2 enforce them. */
+	uint64_t l1_quota;
+	uint64_t l2_quota;
 	/* L1's per-namespace state (l1.c). */
 	struct arena_class *l1_class;
 	uint64_t l1_items;
 	uint64_t l1_bytes;
+	uint64_t l1_quota_evictions;
+	struct l1_item *l1_lru_head, *l1_lru_tail;  /* its unpinned items, most recent first */
+	/* The data plane's (dataplane.c). */
+	uint32_t dp_conns;          /* connections bound to it */
 };
 
 struct ns_registry {
@@ -53,6 +61,8 @@ uint64_t ns_digest(const char *model, const char *salt, uint64_t block_bytes,
 		   uint16_t tp_size);
 
 struct kvt_ns *ns_find_id(const struct ns_registry *reg, uint32_t id);
+/* The namespace (model, salt) when it exists (salt NULL: ""), else NULL. */
+struct kvt_ns *ns_find(const struct ns_registry *reg, const char *model, const char *salt);
 /* Removes and frees ns; nothing may point at it any more. */
 void ns_remove(struct ns_registry *reg, struct kvt_ns *ns);
 

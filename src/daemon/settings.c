@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "kvtier/kvtier.h"
+#include "ns.h"
 #include "settings.h"
 
 enum opt_type {
@@ -76,6 +77,15 @@ static const struct option_def options[] = {
 	 "MS", "longest lease a lookup can take; longer requests are cut to it"},
 	{"lease-default-ms", 0, OPT_UINT, OFF(lease_default_ms), "5000", NULL, 1, 3600000, false,
 	 "MS", "lease a lookup gets when it asks for the default (KVT_LEASE_DEFAULT)"},
+	{"max-namespaces-per-client", 0, OPT_UINT, OFF(max_namespaces_per_client), "16", NULL, 1,
+	 KVT_NS_MAX, false, "N",
+	 "namespaces one client (session) may create; HELLOs past it get KVT_ENSLIMIT"},
+	{"namespace-l1-quota", 0, OPT_SIZE, OFF(namespace_l1_quota), "0", NULL, 0, UINT64_MAX,
+	 false, "SIZE",
+	 "L1 bytes each new namespace may hold (PUT /v1/namespaces/ID changes one); past it the namespace evicts its own least-recent blocks; 0: no quota"},
+	{"namespace-l2-quota", 0, OPT_SIZE, OFF(namespace_l2_quota), "0", NULL, 0, UINT64_MAX,
+	 false, "SIZE",
+	 "L2 bytes each new namespace may hold; past it the namespace drops its own oldest L2 items; 0: no quota"},
 	{"l2-path", 0, OPT_PATH, OFF(l2_path), NULL, "none: no L2 tier", 0, 0, false, "PATH",
 	 "file or block device for the L2 tier (created when missing, opened with O_DIRECT)"},
 	{"l2-size", 0, OPT_SIZE, OFF(l2_size), "0", NULL, 0, UINT64_MAX, false, "SIZE",

@@ -98,8 +98,8 @@ json_t *daemon_get_json(const struct daemon_fixture *d, const char *path)
 	return daemon_request(d, "GET", path, NULL, &status);
 }
 
-json_t *daemon_request(const struct daemon_fixture *d, const char *method, const char *path,
-		       const char *body, int *status)
+char *daemon_request_text(const struct daemon_fixture *d, const char *method, const char *path,
+			  const char *body, int *status)
 {
 	*status = 0;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -131,8 +131,20 @@ json_t *daemon_request(const struct daemon_fixture *d, const char *method, const
 	buf[len] = '\0';
 	sscanf(buf, "HTTP/1.%*d %d", status);
 	char *answer = strstr(buf, "\r\n\r\n");
-	json_t *j = answer ? json_loads(answer + 4, 0, NULL) : NULL;
-	free(buf);
+	if (!answer) {
+		free(buf);
+		return NULL;
+	}
+	memmove(buf, answer + 4, strlen(answer + 4) + 1);
+	return buf;
+}
+
+json_t *daemon_request(const struct daemon_fixture *d, const char *method, const char *path,
+		       const char *body, int *status)
+{
+	char *text = daemon_request_text(d, method, path, body, status);
+	json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+	free(text);
 	return j;
 }
 

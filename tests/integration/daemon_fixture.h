@@ -27,6 +27,9 @@ json_t *daemon_get_json(const struct daemon_fixture *d, const char *path);
 /* METHOD path with a JSON body (or NULL); the parsed answer, the status in *status. */
 json_t *daemon_request(const struct daemon_fixture *d, const char *method, const char *path,
 		       const char *body, int *status);
+/* The same, the body as text (caller frees), NULL on failure. */
+char *daemon_request_text(const struct daemon_fixture *d, const char *method, const char *path,
+			  const char *body, int *status);
 /* A number from /v1/stats by dotted path ("dataplane.rejected.bad_magic"); -1 on error. */
 long long daemon_stat(const struct daemon_fixture *d, const char *dotted);
 

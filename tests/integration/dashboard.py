@@ -103,6 +103,18 @@ try:
     rows = d.find_elements(By.CSS_SELECTOR, "#namespaces tbody tr")
     check("the bench's namespace is listed", any("kvtier-bench" in r.text for r in rows),
           [r.text for r in rows])
+    with urllib.request.urlopen(BASE + "/v1/namespaces") as r:
+        bench_ns = [n for n in json.load(r)["namespaces"] if n["model"] == "kvtier-bench"][0]
+    quota = max(bench_ns["l1_bytes"], 1 << 20)
+    req = urllib.request.Request(f'{BASE}/v1/namespaces/{bench_ns["id"]}', method="PUT",
+                                 data=json.dumps({"l1_quota_bytes": quota}).encode(),
+                                 headers={"Authorization": "Bearer " + TOKEN})
+    urllib.request.urlopen(req).close()
+    wait_refresh(d)
+    cells = [c.text for r in d.find_elements(By.CSS_SELECTOR, "#namespaces tbody tr")
+             if "kvtier-bench" in r.text for c in r.find_elements(By.TAG_NAME, "td")]
+    check("the namespace's L1 quota is shown with its use", "%" in cells[7] and cells[9] == "none",
+          cells)
     lat = {r.find_elements(By.TAG_NAME, "td")[0].text: r.text
            for r in d.find_elements(By.CSS_SELECTOR, "#latency tbody tr")}
     check("latency has a row per op", "load" in lat and "store" in lat, lat)

@@ -5,9 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 
 #include "dp_helpers.h"
+#include "kvtier/protocol.h"
+#include "wire.h"
 
 void sleep_ms(long ms)
 {
@@ -109,3 +113,97 @@ uint32_t lookup_range(struct kvt_client *c, uint64_t first, uint32_t n, uint32_t
 	return lk.hits;
 }
 
+
+/* --- raw frames --- */
+
+int raw_connect(struct daemon_fixture *d)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	strcpy(sa.sun_path, d->socket);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	struct timeval tv = {10, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+void raw_send(int fd, uint32_t magic, uint16_t op, const void *payload, uint32_t len,
+	      uint32_t claimed_len)
+{
+	uint8_t hdr[KVT_HDR_BYTES];
+	struct wire_hdr h = {.magic = magic, .op = op, .length = claimed_len, .id = 42};
+	wire_hdr_encode(hdr, &h);
+	assert_int_equal(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
+	if (len)
+		assert_int_equal(send(fd, payload, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+int raw_reply(int fd, uint8_t *payload, uint32_t cap, uint32_t *len)
+{
+	uint8_t hdr[KVT_HDR_BYTES], skip[4096];
+	size_t got = 0;
+	while (got < sizeof(hdr)) {
+		ssize_t n = recv(fd, hdr + got, sizeof(hdr) - got, 0);
+		if (n <= 0)
+			return 1; /* closed */
+		got += (size_t)n;
+	}
+	struct wire_hdr h;
+	wire_hdr_decode(hdr, &h);
+	assert_int_equal(h.magic, KVT_PROTO_MAGIC);
+	assert_int_equal(h.id, 42);
+	if (len)
+		*len = h.length;
+	for (uint32_t at = 0; at < h.length;) {
+		uint32_t left = h.length - at;
+		uint8_t *into = at < cap ? payload + at : skip;
+		size_t room = at < cap ? cap - at : sizeof(skip);
+		ssize_t n = recv(fd, into, left < room ? left : room, 0);
+		assert_true(n > 0);
+		at += (uint32_t)n;
+	}
+	return h.status;
+}
+
+int raw_status(int fd)
+{
+	return raw_reply(fd, NULL, 0, NULL);
+}
+
+int raw_hello_as(int fd, const char *model, uint64_t session, uint64_t *session_out)
+{
+	uint8_t p[KVT_HELLO_BYTES + 256];
+	uint16_t mlen = (uint16_t)strlen(model);
+	struct wire_wr w = {p, sizeof(p), false};
+	wire_put_u16(&w, KVT_PROTO_VERSION);
+	wire_put_u8(&w, KVT_ROLE_WORKER);
+	wire_put_u8(&w, 0);
+	wire_put_u16(&w, 1);
+	wire_put_u16(&w, 0);
+	wire_put_u64(&w, 4096);
+	wire_put_u64(&w, session);
+	wire_put_u16(&w, mlen);
+	wire_put_u16(&w, 0);
+	wire_put_u32(&w, 0);
+	memcpy(p + KVT_HELLO_BYTES, model, mlen);
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_HELLO, p, KVT_HELLO_BYTES + mlen, KVT_HELLO_BYTES + mlen);
+	uint8_t reply[KVT_HELLO_REPLY_BYTES];
+	uint32_t len = 0;
+	int status = raw_reply(fd, reply, sizeof(reply), &len);
+	if (status == 0 && session_out) {
+		assert_int_equal(len, KVT_HELLO_REPLY_BYTES);
+		struct wire_rd r = {reply, len, false};
+		*session_out = wire_u64(&r);
+	}
+	return status;
+}
+
+int raw_hello_status(int fd)
+{
+	return raw_hello_as(fd, "h", 0, NULL);
+}
+
+void raw_hello(int fd)
+{
+	assert_int_equal(raw_hello_status(fd), 0);
+}

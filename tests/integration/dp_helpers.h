@@ -45,4 +45,19 @@ void store_range(struct kvt_client *c, struct staging *s, uint64_t first, uint32
 uint32_t lookup_range(struct kvt_client *c, uint64_t first, uint32_t n, uint32_t lease_ms,
 		      uint64_t *lease);
 
+/* Raw frames on a socket of the daemon's, for what libkvtier never sends. */
+int raw_connect(struct daemon_fixture *d);
+/* A frame header with id 42 claiming claimed_len bytes, then len bytes of payload. */
+void raw_send(int fd, uint32_t magic, uint16_t op, const void *payload, uint32_t len,
+	      uint32_t claimed_len);
+/* Reads one reply: its status (1 when the daemon closed), up to cap payload bytes, its length. */
+int raw_reply(int fd, uint8_t *payload, uint32_t cap, uint32_t *len);
+/* Reads one reply and skips its payload; returns its status. */
+int raw_status(int fd);
+/* HELLO as a worker (4 KiB blocks, TP 1) of model, joining session (0: new); its status. */
+int raw_hello_as(int fd, const char *model, uint64_t session, uint64_t *session_out);
+/* HELLO of model "h"; its status. */
+int raw_hello_status(int fd);
+void raw_hello(int fd);
+
 #endif

@@ -277,6 +277,55 @@ L1_TEST(test_admin_evict)
 	assert_string_equal(l1_evict_reason_name(L1_EVICT_ADMIN), "admin");
 }
 
+/* A namespace past its quota evicts its own least-recent blocks; others keep theirs. */
+L1_TEST(test_namespace_quota)
+{
+	for (uint64_t i = 0; i < 4; i++)
+		assert_int_equal(store(f, f->big, 100 + i, 0, BLOCK), 0);
+	assert_int_equal(l1_ns_set_quota(&f->l1, f->ns, BLOCK - 1), -ERANGE);
+	assert_int_equal(l1_ns_set_quota(&f->l1, f->ns, 4 * BLOCK), 0);
+	for (uint64_t i = 0; i < 4; i++)
+		assert_int_equal(store(f, f->ns, i, 0, BLOCK), 0);
+	assert_int_equal(load_check(f, f->ns, 0, 0, BLOCK), 0); /* 0 is now the most recent */
+	assert_int_equal(store(f, f->ns, 4, 0, BLOCK), 0);
+	assert_int_equal(store(f, f->ns, 5, 0, BLOCK), 0);
+	assert_int_equal(f->ns->l1_bytes, 4 * BLOCK);
+	assert_int_equal(f->ns->l1_quota_evictions, 2);
+	assert_int_equal(stats(f).evictions_quota, 2);
+	assert_int_equal(load_check(f, f->ns, 1, 0, BLOCK), -ENOENT); /* least recent first */
+	assert_int_equal(load_check(f, f->ns, 2, 0, BLOCK), -ENOENT);
+	assert_int_equal(load_check(f, f->ns, 0, 0, BLOCK), 0);
+	assert_int_equal(load_check(f, f->ns, 5, 0, BLOCK), 0);
+	for (uint64_t i = 0; i < 4; i++) /* the other namespace lost nothing */
+		assert_int_equal(load_check(f, f->big, 100 + i, 0, BLOCK), 0);
+	/* Lowering the quota evicts at once. */
+	assert_int_equal(l1_ns_set_quota(&f->l1, f->ns, 2 * BLOCK), 0);
+	assert_int_equal(f->ns->l1_bytes, 2 * BLOCK);
+	assert_int_equal(f->ns->l1_items, 2);
+	/* At the quota with everything pinned: the store fails, nothing moves. */
+	struct kvt_key k0 = test_key(0), k5 = test_key(5);
+	struct l1_ref p0, p5;
+	assert_int_equal(l1_load_begin(&f->l1, f->ns, &k0, 0, &p0), 0);
+	assert_int_equal(l1_load_begin(&f->l1, f->ns, &k5, 0, &p5), 0);
+	assert_int_equal(store(f, f->ns, 6, 0, BLOCK), -KVT_EQUOTA);
+	assert_int_equal(f->ns->l1_items, 2);
+	l1_load_end(&f->l1, &p0);
+	l1_load_end(&f->l1, &p5);
+	verify(f);
+	/* Quota 0 lifts it. */
+	assert_int_equal(l1_ns_set_quota(&f->l1, f->ns, 0), 0);
+	for (uint64_t i = 10; i < 20; i++)
+		assert_int_equal(store(f, f->ns, i, 0, BLOCK), 0);
+	assert_int_equal(f->ns->l1_items, 12);
+	uint64_t pinned;
+	assert_int_equal(l1_ns_drop(&f->l1, f->ns, &pinned), 12 * BLOCK);
+	assert_int_equal(pinned, 0);
+	assert_int_equal(f->ns->l1_items, 0);
+	assert_null(f->ns->l1_lru_head);
+	assert_int_equal(f->big->l1_items, 4);
+	assert_string_equal(l1_evict_reason_name(L1_EVICT_QUOTA), "quota");
+}
+
 L1_TEST(test_pins_block_eviction)
 {
 	for (uint64_t i = 0; i < 128; i++)
@@ -603,6 +652,7 @@ int main(void)
 		cmocka_unit_test(test_lru_order),
 		cmocka_unit_test(test_watermarks),
 		cmocka_unit_test(test_admin_evict),
+		cmocka_unit_test(test_namespace_quota),
 		cmocka_unit_test(test_pins_block_eviction),
 		cmocka_unit_test(test_leases),
 		cmocka_unit_test(test_lease_release_cap_and_limit),
