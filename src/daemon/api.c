@@ -144,18 +144,22 @@ static json_t *get_tiers(struct http_ctx *ctx)
 		(json_int_t)s.capacity_bytes, "used_bytes", (json_int_t)s.used_bytes, "items",
 		(json_int_t)s.items, "hits", (json_int_t)s.lookup_hits, "misses",
 		(json_int_t)s.lookup_misses, "evictions",
-		(json_int_t)(s.evictions_watermark + s.evictions_capacity + s.evictions_admin));
+		(json_int_t)(s.evictions_watermark + s.evictions_capacity + s.evictions_admin +
+			     s.evictions_quota));
 	if (!ctx->l2)
 		return json_pack("{s:[o]}", "tiers", l1);
 	struct l2_stats_snapshot t;
 	l2_stats_read(&ctx->l2->l2, &t);
-	const char *state = t.failed ? "failed" : t.ready ? "ready" : "recovering";
+	const char *state = l2svc_state(ctx->l2);
 	json_t *l2 = json_pack(
 		"{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "name", "l2", "state", state,
 		"capacity_bytes", (json_int_t)t.capacity_bytes, "used_bytes",
 		(json_int_t)t.used_bytes, "items", (json_int_t)t.items, "hits",
 		(json_int_t)s.lookup_lower_hits, "misses", (json_int_t)t.read_misses, "evictions",
-		(json_int_t)(t.items_reclaimed + t.items_dropped_admin));
+		(json_int_t)(t.items_reclaimed + t.items_dropped_admin + t.items_dropped_quota));
+	if (strcmp(state, "failed") == 0)
+		json_object_set_new(l2, "next_probe_in_ms",
+				    json_integer((json_int_t)LOAD(ctx->l2->next_probe_in_ms)));
 	return json_pack("{s:[o,o]}", "tiers", l1, l2);
 }
 
@@ -321,17 +325,61 @@ static int put_policy(struct http_ctx *ctx, json_t *body, json_t **out, struct a
 struct evict_call {
 	struct l1 *l1;
 	struct l2svc *l2;          /* set for the L2 tier */
+	struct l2svc *lower;       /* L1's lower tier, when configured */
 	uint64_t bytes;
 	uint64_t freed;
+	uint64_t evicted, to_l2, dropped;  /* L1: blocks evicted, written to L2, dropped */
+	bool complete;
 };
+
+/* L2's victim counters: taken (written, or held already) and dropped. */
+static void victim_counts(const struct l2svc *l2, uint64_t *taken, uint64_t *dropped)
+{
+	struct l2_stats_snapshot t;
+	l2_stats_read(&l2->l2, &t);
+	*taken = t.victims_written + t.victims_present;
+	*dropped = t.victims_dropped_behind + t.victims_dropped_unfit + t.victims_dropped_off +
+		   t.victims_dropped_quota;
+}
+
+static uint64_t l1_evictions(const struct l1 *l1)
+{
+	struct l1_stats_snapshot s;
+	l1_stats_read(l1, &s);
+	return s.evictions_admin;
+}
+
+/* L1: what it evicted, and, in evict mode, what became of the victims in L2. */
+static void evict_l1(struct evict_call *ec)
+{
+	uint64_t taken0 = 0, dropped0 = 0, taken1 = 0, dropped1 = 0;
+	bool lower = ec->lower && ec->lower->started && ec->l1->lower.take_victim;
+	if (lower)
+		victim_counts(ec->lower, &taken0, &dropped0);
+	uint64_t before = l1_evictions(ec->l1);
+	ec->freed = l1_evict(ec->l1, ec->bytes, L1_EVICT_ADMIN);
+	ec->evicted = l1_evictions(ec->l1) - before;
+	if (lower)
+		victim_counts(ec->lower, &taken1, &dropped1);
+	ec->to_l2 = taken1 - taken0;
+	ec->dropped = dropped1 - dropped0;
+	struct l1_stats_snapshot s;
+	l1_stats_read(ec->l1, &s);
+	/* Done when the bytes asked for are free, or nothing unpinned is left. */
+	ec->complete = ec->freed >= ec->bytes || s.pinned_items == s.items;
+}
 
 static int evict_on_loop(void *arg)
 {
 	struct evict_call *ec = arg;
 	if (ec->l2 && !ec->l2->started)
 		return -EAGAIN;
-	ec->freed = ec->l2 ? l2_evict(&ec->l2->l2, ec->bytes)
-			   : l1_evict(ec->l1, ec->bytes, L1_EVICT_ADMIN);
+	if (ec->l2) {
+		ec->freed = l2_evict(&ec->l2->l2, ec->bytes);
+		ec->complete = true;
+	} else {
+		evict_l1(ec);
+	}
 	return 0;
 }
 
@@ -348,7 +396,7 @@ static int post_evict(struct http_ctx *ctx, const char *tier, json_t *body, json
 	if (only_keys(body, "", keys, err))
 		return -1;
 	json_t *bytes = json_object_get(body, "bytes"), *all = json_object_get(body, "all");
-	struct evict_call ec = {.l1 = ctx->l1, .l2 = l2 ? ctx->l2 : NULL};
+	struct evict_call ec = {.l1 = ctx->l1, .l2 = l2 ? ctx->l2 : NULL, .lower = ctx->l2};
 	if (bytes && !all && json_is_integer(bytes) && json_integer_value(bytes) > 0)
 		ec.bytes = (uint64_t)json_integer_value(bytes);
 	else if (all && !bytes && json_is_true(all))
@@ -361,7 +409,13 @@ static int post_evict(struct http_ctx *ctx, const char *tier, json_t *body, json
 		return fail(err, 409, "l2_not_ready", "L2 is still rebuilding its index, or failed");
 	if (rc)
 		return loop_failed(err, rc);
-	*out = json_pack("{s:s,s:I}", "tier", tier, "evicted_bytes", (json_int_t)ec.freed);
+	*out = json_pack("{s:s,s:I,s:b}", "tier", tier, "evicted_bytes", (json_int_t)ec.freed,
+			 "complete", ec.complete);
+	if (!l2)
+		json_object_update_new(*out, json_pack("{s:I,s:I,s:I}", "blocks_evicted",
+						       (json_int_t)ec.evicted, "blocks_to_l2",
+						       (json_int_t)ec.to_l2, "blocks_dropped",
+						       (json_int_t)ec.dropped));
 	return 0;
 }
 

@@ -625,10 +625,10 @@ static int32_t check_block(struct dp *dp, const struct kvt_ns *ns, const struct 
 	return 0;
 }
 
-/* Whether LOADs go to L2 for blocks L1 misses: evict mode, L2 ready and not failed. */
+/* Whether LOADs go to L2 for blocks L1 misses: evict mode, L2 ready (failed or not: reads verify). */
 static bool dp_l2_on(const struct dp *dp)
 {
-	return dp->l2 && dp->l2_evict && l2_usable(dp->l2);
+	return dp->l2 && dp->l2_evict && l2_readable(dp->l2);
 }
 
 /* The request's copies are all queued once its last L2 read is back: seal it. */

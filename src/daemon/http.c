@@ -98,13 +98,45 @@ static enum MHD_Result respond_web(struct MHD_Connection *conn, const struct htt
 	return ret;
 }
 
-/* Alive: 200 always; the body says when L2 failed and only L1 serves. */
+/* L2's part of a probe's answer: ,"l2":{...} (empty without L2). */
+static void l2_probe_fields(const struct http_ctx *ctx, char *buf, size_t len)
+{
+	*buf = '\0';
+	if (!ctx->l2)
+		return;
+	const char *state = l2svc_state(ctx->l2);
+	bool failed = strcmp(state, "failed") == 0;
+	int n = snprintf(buf, len, ",\"l2\":{\"state\":\"%s\",\"writes\":\"%s\",\"reads\":\"%s\"",
+			 state, strcmp(state, "ready") == 0 ? "on" : "stopped",
+			 strcmp(state, "ready") == 0 || failed ? "served" : "stopped");
+	if (failed && n > 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, ",\"next_probe_in_ms\":%llu",
+			      (unsigned long long)atomic_load(&ctx->l2->next_probe_in_ms));
+	if (n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "}");
+}
+
+/* Alive: 200 always; "degraded" while L2 is failed or unavailable (L1 serves). */
 static enum MHD_Result respond_health(struct MHD_Connection *conn, const struct http_ctx *ctx)
 {
-	if (ctx->l2 && atomic_load(&ctx->l2->l2.stats.failed))
-		return respond_json(conn, MHD_HTTP_OK,
-				    "{\"status\":\"degraded\",\"l2\":\"failed\"}\n");
-	return respond_json(conn, MHD_HTTP_OK, "{\"status\":\"ok\"}\n");
+	char l2[256], body[320];
+	l2_probe_fields(ctx, l2, sizeof(l2));
+	bool degraded = ctx->l2 && atomic_load(&ctx->l2->l2.stats.failed);
+	snprintf(body, sizeof(body), "{\"status\":\"%s\"%s}\n", degraded ? "degraded" : "ok", l2);
+	return respond_json(conn, MHD_HTTP_OK, body);
+}
+
+/* Ready once the tiers are open and L2's index is rebuilt (or its rebuild failed). */
+static enum MHD_Result respond_ready(struct MHD_Connection *conn, const struct http_ctx *ctx)
+{
+	if (!atomic_load(&ctx->ready))
+		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
+				     ctx->l2 ? "L2 is still rebuilding its index"
+					     : "tiers are still opening");
+	char l2[256], body[320];
+	l2_probe_fields(ctx, l2, sizeof(l2));
+	snprintf(body, sizeof(body), "{\"status\":\"ready\"%s}\n", l2);
+	return respond_json(conn, MHD_HTTP_OK, body);
 }
 
 static enum MHD_Result respond_metrics(struct MHD_Connection *conn, struct http_ctx *ctx)
@@ -261,10 +293,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 			return respond_metrics(conn, srv->ctx);
 		if (strcmp(url, "/healthz") == 0)
 			return respond_health(conn, srv->ctx);
-		if (atomic_load(&srv->ctx->ready))
-			return respond_json(conn, MHD_HTTP_OK, "{\"status\":\"ready\"}\n");
-		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
-				     "tiers are still opening");
+		return respond_ready(conn, srv->ctx);
 	}
 	if (strncmp(url, "/v1/", 4) == 0)
 		return handle_v1(conn, srv, url, method, req);

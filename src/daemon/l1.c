@@ -246,7 +246,7 @@ uint64_t l1_evict(struct l1 *l1, uint64_t bytes, enum l1_evict_reason reason)
 {
 	uint64_t freed = 0;
 	while (freed < bytes && l1->lru_tail &&
-	       (reason != L1_EVICT_WATERMARK || lower_has_room(l1)))
+	       ((reason != L1_EVICT_WATERMARK && reason != L1_EVICT_ADMIN) || lower_has_room(l1)))
 		freed += item_evict(l1, l1->lru_tail, reason);
 	return freed;
 }

@@ -103,10 +103,10 @@ struct l1_lower_tier {
 	/* Takes a complete victim; must not call back into L1. */
 	void (*take_victim)(void *ctx, const struct l1_victim *victim);
 	/*
-	 * Whether it would write a victim now (NULL: always). Watermark eviction
-	 * waits while it would not, so that a busy lower tier does not turn
-	 * evictions L1 has time for into dropped victims; eviction for want of a
-	 * slot does not wait.
+	 * Whether it would write a victim now (NULL: always). Watermark and admin
+	 * eviction wait while it would not, so that a busy lower tier does not
+	 * turn evictions L1 has time for into dropped victims; eviction for want
+	 * of a slot (or of quota) does not wait.
 	 */
 	bool (*has_room)(void *ctx);
 };
@@ -219,7 +219,11 @@ unsigned l1_lease_expire(struct l1 *l1, uint64_t now_ms);
 /* When the next lease expires (UINT64_MAX when none). */
 uint64_t l1_lease_next_expiry(const struct l1 *l1);
 
-/* Evicts unpinned items, LRU first, until bytes are freed (all: UINT64_MAX). */
+/*
+ * Evicts unpinned items, LRU first, until bytes are freed (all: UINT64_MAX).
+ * Watermark and admin evictions stop early while the lower tier has no room
+ * (has_room), so that they move blocks to it instead of dropping them.
+ */
 uint64_t l1_evict(struct l1 *l1, uint64_t bytes, enum l1_evict_reason reason);
 
 void l1_stats_read(const struct l1 *l1, struct l1_stats_snapshot *out);

@@ -232,8 +232,8 @@ static void note_error(struct l2 *l2)
 	STAT_ADD(l2, io_errors, 1);
 	if (++l2->consecutive_errors == L2_FAIL_AFTER && !STAT_GET(l2, failed)) {
 		STAT_SET(l2, failed, 1);
-		log_error("l2: %u I/O errors in a row: L2 marked failed; continuing with L1 only",
-			  L2_FAIL_AFTER);
+		log_error("l2: %u I/O errors in a row: L2 marked failed; writes stop, reads go on "
+			  "(each checked), probes try writing again", L2_FAIL_AFTER);
 	}
 }
 
@@ -508,14 +508,19 @@ static struct l2_region *region_with_room(struct l2 *l2, uint64_t bytes)
 
 /* --- victims from L1 --- */
 
-bool l2_usable(const struct l2 *l2)
+bool l2_readable(const struct l2 *l2)
+{
+	return STAT_GET(l2, ready);
+}
+
+bool l2_writable(const struct l2 *l2)
 {
 	return STAT_GET(l2, ready) && !STAT_GET(l2, failed);
 }
 
 bool l2_contains(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key)
 {
-	if (!l2_usable(l2))
+	if (!l2_readable(l2))
 		return false;
 	struct l2_item *it = item_find(l2, ns->digest, key);
 	return it && it->nparts == ns->tp_size;
@@ -570,7 +575,7 @@ static bool fit_quota(struct l2 *l2, const struct kvt_ns *ns, uint64_t bytes)
 static void take_victim(void *ctx, const struct l1_victim *v)
 {
 	struct l2 *l2 = ctx;
-	if (!l2_usable(l2)) {
+	if (!l2_writable(l2)) {
 		STAT_ADD(l2, victims_dropped_off, 1);
 		return;
 	}
@@ -661,7 +666,7 @@ static void read_complete(struct l2_io *io, int res)
 int64_t l2_part_length(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key,
 		       uint16_t rank)
 {
-	struct l2_item *it = l2_usable(l2) ? item_find(l2, ns->digest, key) : NULL;
+	struct l2_item *it = l2_readable(l2) ? item_find(l2, ns->digest, key) : NULL;
 	if (!it || it->nparts != ns->tp_size || rank >= it->nparts) {
 		STAT_ADD(l2, read_misses, 1);
 		return -ENOENT;
@@ -672,7 +677,7 @@ int64_t l2_part_length(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_
 int l2_read_begin(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key,
 		  uint16_t rank, uint8_t *dst, uint64_t cap, struct l2_read *rd)
 {
-	if (!l2_usable(l2))
+	if (!l2_readable(l2))
 		return -EIO;
 	struct l2_item *it = item_find(l2, ns->digest, key);
 	if (!it || it->nparts != ns->tp_size || rank >= it->nparts) {
@@ -697,6 +702,85 @@ int l2_read_begin(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *
 				.offset = p->offset, .len = (uint32_t)l2fmt_align(p->length)};
 	r->readers++;
 	io_queue(l2, &rd->io);
+	return 0;
+}
+
+/* --- probing a failed L2 --- */
+
+/* A probe: one header block rewritten as it is, to see whether writes work again. */
+struct l2_probe {
+	struct l2_io io;
+	struct l2_region *region;
+	bool owned_block;
+};
+
+static void probe_complete(struct l2_io *io, int res)
+{
+	struct l2_probe *p = (struct l2_probe *)io;
+	struct l2 *l2 = io->l2;
+	p->region->writes--;
+	if (p->owned_block)
+		munmap(io->buf, L2FMT_BLOCK);
+	free(p);
+	l2->probing = false;
+	if (res < 0) {
+		STAT_ADD(l2, io_errors, 1);
+		STAT_ADD(l2, probes_failed, 1);
+		return;
+	}
+	l2->consecutive_errors = 0;
+	STAT_SET(l2, failed, 0);
+	STAT_ADD(l2, recoveries, 1);
+	log_info("l2: a probe write succeeded: L2 takes writes again");
+}
+
+/*
+ * The block a probe may rewrite without changing what is on disk: a free
+ * region's header (zeros), else an idle sealed region's own header.
+ */
+static struct l2_region *probe_target(struct l2 *l2, uint8_t **block, bool *owned)
+{
+	struct l2_region *r = NULL;
+	for (uint32_t i = 0; i < l2->nregions && !r; i++)
+		if (l2->regions[i].state == REGION_FREE && !l2->regions[i].writes)
+			r = &l2->regions[i];
+	*owned = false;
+	*block = zero_block;
+	if (r)
+		return r;
+	if (!(r = region_oldest_idle(l2)))
+		return NULL;
+	*block = mmap(NULL, L2FMT_BLOCK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (*block == MAP_FAILED)
+		return NULL;
+	struct l2fmt_region hdr = {l2->region_size, r->index, r->seq};
+	l2fmt_region_encode(*block, &hdr);
+	*owned = true;
+	return r;
+}
+
+int l2_probe(struct l2 *l2)
+{
+	if (!STAT_GET(l2, ready) || !STAT_GET(l2, failed))
+		return -EINVAL;
+	if (l2->probing)
+		return -EALREADY;
+	uint8_t *block;
+	bool owned;
+	struct l2_region *r = probe_target(l2, &block, &owned);
+	struct l2_probe *p = r ? calloc(1, sizeof(*p)) : NULL;
+	if (!p) {
+		if (r && owned)
+			munmap(block, L2FMT_BLOCK);
+		return r ? -ENOMEM : -EAGAIN;
+	}
+	p->io = (struct l2_io){.l2 = l2, .complete = probe_complete, .buf = block,
+			       .offset = region_base(l2, r), .len = L2FMT_BLOCK, .write = true};
+	p->region = r;
+	p->owned_block = owned;
+	r->writes++;
+	l2->probing = true;
+	io_queue(l2, &p->io);
 	return 0;
 }
 
@@ -971,27 +1055,22 @@ static int alloc_wbufs(struct l2 *l2)
 	return 0;
 }
 
-int l2_open(struct l2 *l2, const struct l2_config *cfg, char *why, size_t whylen)
+/* Everything of l2_open after the file: regions, ring, buffers, index. */
+static int l2_setup(struct l2 *l2, const struct l2_config *cfg, uint64_t size, char *why,
+		    size_t whylen)
 {
-	*l2 = (struct l2){.fd = -1, .eventfd = -1, .queue_depth = cfg->queue_depth,
-			  .nwbufs = cfg->write_buffers ? cfg->write_buffers : 2,
-			  .arena = cfg->arena, .arena_size = cfg->arena_size, .next_seq = 1};
-	struct l2dev dev;
-	int err = l2dev_open(cfg->path, cfg->size, &dev, why, whylen);
-	if (err)
-		return err;
-	l2->fd = dev.fd;
-	l2->region_size = cfg->region_size ? cfg->region_size : auto_region_size(dev.size);
+	l2->region_size = cfg->region_size ? cfg->region_size : auto_region_size(size);
 	if (l2->region_size % L2FMT_BLOCK || l2->region_size > L2_MAX_FIXED)
 		return fail(why, whylen, -EINVAL,
 			    "l2-region-size: must be a multiple of 4 KiB and at most 1 GiB");
-	uint64_t nregions = dev.size / l2->region_size;
+	uint64_t nregions = size / l2->region_size;
 	if (nregions < 2 || nregions > UINT32_MAX)
 		return fail(why, whylen, -EINVAL,
 			    "l2-size: %s must hold at least 2 regions of %" PRIu64 " bytes",
 			    cfg->path, l2->region_size);
 	l2->nregions = (uint32_t)nregions;
-	if ((err = open_ring(l2, why, whylen)))
+	int err = open_ring(l2, why, whylen);
+	if (err)
 		return err;
 	if (!(l2->regions = calloc(l2->nregions, sizeof(*l2->regions))) || alloc_wbufs(l2) ||
 	    !(l2->usage = calloc(L2_USAGE_BUCKETS, sizeof(*l2->usage))) ||
@@ -1004,6 +1083,22 @@ int l2_open(struct l2 *l2, const struct l2_config *cfg, char *why, size_t whylen
 	STAT_SET(l2, regions, l2->nregions);
 	STAT_SET(l2, free_regions, l2->nregions);
 	return 0;
+}
+
+int l2_open(struct l2 *l2, const struct l2_config *cfg, char *why, size_t whylen)
+{
+	*l2 = (struct l2){.fd = -1, .eventfd = -1, .queue_depth = cfg->queue_depth,
+			  .nwbufs = cfg->write_buffers ? cfg->write_buffers : 2,
+			  .arena = cfg->arena, .arena_size = cfg->arena_size, .next_seq = 1};
+	struct l2dev dev;
+	int err = l2dev_open(cfg->path, cfg->size, &dev, why, whylen);
+	if (err)
+		return err;
+	l2->fd = dev.fd;
+	l2->in_memory = dev.in_memory;
+	if ((err = l2_setup(l2, cfg, dev.size, why, whylen)))
+		l2dev_undo(cfg->path, &dev); /* a failed start leaves the file as it found it */
+	return err;
 }
 
 void l2_close(struct l2 *l2)

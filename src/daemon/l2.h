@@ -49,6 +49,8 @@
 	X(items_reclaimed, "items dropped with their region (L2 evictions)") \
 	X(items_dropped_admin, "items dropped by an operator") \
 	X(items_dropped_quota, "items dropped to keep their namespace within its L2 quota") \
+	X(recoveries, "times a probe found a failed L2 writable again") \
+	X(probes_failed, "probe writes of a failed L2 that failed") \
 	X(recovered_items, "items found by the scan at start") \
 	X(recovery_dropped, "records dropped by the scan at start (incomplete items)")
 
@@ -60,7 +62,7 @@
 	X(free_regions, "regions holding nothing") \
 	X(ios_inflight, "reads and writes submitted, not completed") \
 	X(ready, "1 once the index is rebuilt") \
-	X(failed, "1 after repeated I/O errors: L2 is no longer used")
+	X(failed, "1 after repeated I/O errors: writes stopped until a probe succeeds; reads go on")
 
 struct l2_stats {
 #define L2_STAT_FIELD(name, help) _Atomic uint64_t name;
@@ -129,6 +131,7 @@ typedef int (*l2_fault_fn)(void *ctx, bool write, uint32_t wanted, int res);
 
 struct l2 {
 	int fd;
+	bool in_memory;               /* the file is on tmpfs or ramfs: "L2" is RAM */
 	struct io_uring ring;
 	bool ring_open;
 	int eventfd;
@@ -149,6 +152,7 @@ struct l2 {
 	struct index index;
 	struct l2_ns_usage **usage;   /* by namespace digest */
 	uint32_t consecutive_errors;
+	bool probing;                 /* a probe write is in flight */
 	l2_fault_fn fault;
 	void *fault_ctx;
 	struct l2_stats stats;
@@ -178,8 +182,21 @@ void l2_process(struct l2 *l2);
 /* Hands queued reads and writes to the kernel. */
 void l2_submit(struct l2 *l2);
 
-/* Ready and not failed. */
-bool l2_usable(const struct l2 *l2);
+/*
+ * Ready: reads are served, also while failed (each verified by its checksum,
+ * so a bad disk gives misses, never wrong bytes).
+ */
+bool l2_readable(const struct l2 *l2);
+/* Ready and not failed: victims are written. */
+bool l2_writable(const struct l2 *l2);
+/*
+ * A failed L2 tries a write again: one header block rewritten with the bytes
+ * it holds (a free region's zeros, or an idle region's own header). When it
+ * succeeds L2 is no longer failed (counted in recoveries); when it fails,
+ * in probes_failed. 0 when queued, -EINVAL when not failed (or not ready),
+ * -EALREADY while one is in flight, -EAGAIN when no region is idle.
+ */
+int l2_probe(struct l2 *l2);
 
 /* The lower-tier hooks for L1 (contains, take_victim), bound to l2. */
 struct l1_lower_tier l2_lower_tier(struct l2 *l2);

@@ -10,18 +10,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "l2dev.h"
 #include "l2fmt.h"
-
-#ifndef S_IFMT
-#define S_IFMT 0170000
-#define S_IFREG 0100000
-#define S_IFBLK 0060000
-#endif
 
 /* statx by syscall: glibc's struct statx may predate the DIO alignment fields. */
 static int statx_fd(int fd, unsigned mask, struct statx *stx)
@@ -42,6 +39,7 @@ static int size_file(int fd, const struct statx *stx, uint64_t *size, const char
 	}
 	if (stx->stx_size >= *size)
 		return 0;
+	/* Grown from here on: a failure undoes it (l2dev_undo). */
 	int err = posix_fallocate(fd, 0, (off_t)*size);
 	if (err == EOPNOTSUPP || err == EINVAL)
 		err = ftruncate(fd, (off_t)*size) ? errno : 0;
@@ -93,18 +91,61 @@ static int check_alignment(int fd, bool device, struct l2dev *dev, const char *p
 	return 0;
 }
 
+void l2dev_undo(const char *path, const struct l2dev *dev)
+{
+	if (dev->created)
+		unlink(path);
+	else if (dev->fd >= 0 && dev->old_size < dev->size)
+		(void)!ftruncate(dev->fd, (off_t)dev->old_size);
+}
+
+/* What is at path before it is opened: nothing, a regular file or a block device. */
+static int check_type(const char *path, bool *exists, char *why, size_t whylen)
+{
+	struct stat st;
+	*exists = stat(path, &st) == 0;
+	if (!*exists && errno != ENOENT) {
+		int err = -errno;
+		snprintf(why, whylen, "l2-path %s: %s", path, strerror(errno));
+		return err;
+	}
+	if (*exists && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+		snprintf(why, whylen, "l2-path %s: is a %s, not a regular file or a block device",
+			 path, S_ISDIR(st.st_mode) ? "directory" : S_ISCHR(st.st_mode) ?
+			 "character device" : "special file");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static bool on_memory_fs(int fd)
+{
+	struct statfs sf;
+	return fstatfs(fd, &sf) == 0 && (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC);
+}
+
 int l2dev_open(const char *path, uint64_t size, struct l2dev *dev, char *why, size_t whylen)
 {
 	*dev = (struct l2dev){.fd = -1, .size = size};
+	bool exists;
+	int err = check_type(path, &exists, why, whylen);
+	if (err)
+		return err;
 	int fd = open(path, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		int err = -errno;
+		err = -errno;
 		snprintf(why, whylen, "l2-path %s: %s%s", path, strerror(errno),
 			 errno == EINVAL ? " (the file system does not support O_DIRECT)" : "");
+		if (!exists)
+			unlink(path); /* O_CREAT may have made it before O_DIRECT was refused */
 		return err;
 	}
+	dev->created = !exists;
+	dev->fd = fd;
 	struct statx stx;
-	int err = statx_fd(fd, STATX_TYPE | STATX_SIZE, &stx);
+	err = statx_fd(fd, STATX_TYPE | STATX_SIZE, &stx);
+	dev->old_size = err ? 0 : stx.stx_size;
+	dev->in_memory = on_memory_fs(fd);
 	if (err) {
 		snprintf(why, whylen, "l2-path %s: statx: %s", path, strerror(-err));
 	} else if ((stx.stx_mode & S_IFMT) == S_IFBLK) {
@@ -118,9 +159,10 @@ int l2dev_open(const char *path, uint64_t size, struct l2dev *dev, char *why, si
 	if (!err)
 		err = check_alignment(fd, (stx.stx_mode & S_IFMT) == S_IFBLK, dev, path, why, whylen);
 	if (err) {
+		l2dev_undo(path, dev);
 		close(fd);
+		dev->fd = -1;
 		return err;
 	}
-	dev->fd = fd;
 	return 0;
 }

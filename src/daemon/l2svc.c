@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +40,42 @@ static void on_ring(struct loop_source *src, uint32_t events)
 	l2_process(&s->l2);
 }
 
+/*
+ * Once a second: while L2 is failed, a probe write every backoff seconds,
+ * the wait doubling (to L2SVC_PROBE_MAX_S) after each probe that fails.
+ */
+static void on_probe_timer(struct loop_source *src, uint32_t events)
+{
+	(void)events;
+	struct l2svc *s = (struct l2svc *)((char *)src - offsetof(struct l2svc, probe_src));
+	uint64_t ticks, now = dp_now_ms();
+	(void)!read(src->fd, &ticks, sizeof(ticks));
+	if (!atomic_load(&s->l2.stats.failed)) {
+		s->probe_backoff_s = L2SVC_PROBE_FIRST_S;
+		s->next_probe_ms = 0;
+		atomic_store(&s->next_probe_in_ms, 0);
+		return;
+	}
+	if (!s->next_probe_ms) /* it failed since the last tick */
+		s->next_probe_ms = now + s->probe_backoff_s * 1000u;
+	if (now >= s->next_probe_ms && l2_probe(&s->l2) == 0) {
+		log_info("l2: failed; probing with a write (next in %u s if it fails)",
+			 s->probe_backoff_s);
+		s->next_probe_ms = now + s->probe_backoff_s * 1000u;
+		if ((s->probe_backoff_s *= 2) > L2SVC_PROBE_MAX_S)
+			s->probe_backoff_s = L2SVC_PROBE_MAX_S;
+	}
+	atomic_store(&s->next_probe_in_ms, s->next_probe_ms > now ? s->next_probe_ms - now : 1);
+}
+
+const char *l2svc_state(const struct l2svc *s)
+{
+	bool ready = atomic_load(&s->l2.stats.ready), failed = atomic_load(&s->l2.stats.failed);
+	if (failed)
+		return ready ? "failed" : "unavailable";
+	return ready ? "ready" : "recovering";
+}
+
 /* Before the loop waits: what this round queued goes to the kernel in one system call. */
 static void submit_queued(struct loop_hook *hook)
 {
@@ -51,6 +88,19 @@ void l2svc_set_evict(struct l2svc *s, bool evict)
 	struct l1_lower_tier lower = l2_lower_tier(&s->l2);
 	s->dp->l2_evict = evict;
 	l1_set_lower_tier(s->l1, evict ? &lower : NULL);
+}
+
+static void start_probe_timer(struct l2svc *s)
+{
+	struct itimerspec its = {.it_interval = {1, 0}, .it_value = {1, 0}};
+	s->probe_backoff_s = L2SVC_PROBE_FIRST_S;
+	s->probe_src = (struct loop_source){timerfd_create(CLOCK_MONOTONIC,
+							   TFD_CLOEXEC | TFD_NONBLOCK),
+					    on_probe_timer};
+	if (s->probe_src.fd < 0 || timerfd_settime(s->probe_src.fd, 0, &its, NULL) ||
+	    loop_add(s->loop, &s->probe_src, EPOLLIN))
+		log_warn("l2: no probe timer (%s): a failed L2 stays failed until restart",
+			 strerror(errno));
 }
 
 /* On the loop thread: the index is rebuilt; L2 serves from now on. */
@@ -72,6 +122,7 @@ static void on_recovered(struct loop_source *src, uint32_t events)
 			 " records dropped", s->recover_ms, st.recovered_items, st.recovery_dropped);
 		l2_start(&s->l2);
 		loop_add_hook(s->loop, &s->submit_hook);
+		start_probe_timer(s);
 		s->dp->l2 = &s->l2;
 		l2svc_set_evict(s, true);
 		s->started = true;
@@ -82,8 +133,9 @@ static void on_recovered(struct loop_source *src, uint32_t events)
 int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, struct dp *dp,
 	       struct loop *loop, void (*on_ready)(void *ctx), void *ctx)
 {
-	*s = (struct l2svc){.loop = loop, .submit_hook.run = submit_queued, .l1 = l1, .dp = dp, .on_ready = on_ready,
-			    .ready_ctx = ctx, .done_src.fd = -1};
+	*s = (struct l2svc){.loop = loop, .submit_hook.run = submit_queued, .l1 = l1, .dp = dp,
+			    .on_ready = on_ready, .ready_ctx = ctx, .done_src.fd = -1,
+			    .probe_src.fd = -1};
 	struct l2_config lc = {
 		.path = cfg->l2_path, .size = cfg->l2_size, .region_size = cfg->l2_region_size,
 		.queue_depth = (uint32_t)cfg->l2_queue_depth, .arena = l1->arena.base,
@@ -98,6 +150,10 @@ int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, st
 		return err;
 	}
 	s->open = true;
+	if (s->l2.in_memory)
+		log_warn("l2: %s is on tmpfs or ramfs: O_DIRECT works there, but this \"L2\" "
+			 "is memory, not a disk, and is lost at reboot; give a path on NVMe",
+			 cfg->l2_path);
 	char size[64], region[64];
 	kvt_format_size(s->l2.nregions * s->l2.region_size, size, sizeof(size));
 	kvt_format_size(s->l2.region_size, region, sizeof(region));
@@ -128,6 +184,11 @@ void l2svc_close(struct l2svc *s)
 	if (s->started) {
 		l1_set_lower_tier(s->l1, NULL);
 		loop_remove_hook(s->loop, &s->submit_hook);
+	}
+	if (s->probe_src.fd >= 0) {
+		loop_del(s->loop, &s->probe_src);
+		close(s->probe_src.fd);
+		s->probe_src.fd = -1;
 	}
 	if (s->open) {
 		loop_del(s->loop, &s->ring_src);

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "dataplane.h"
 #include "l1.h"
@@ -29,6 +30,10 @@ struct l2svc {
 	void (*on_ready)(void *ctx);  /* called once the index is rebuilt (or failed) */
 	void *ready_ctx;
 	struct loop_source ring_src;  /* the ring's completions */
+	struct loop_source probe_src; /* a timerfd: while failed, probes with back-off */
+	uint32_t probe_backoff_s;     /* the wait before the next probe, doubling to a cap */
+	uint64_t next_probe_ms;
+	_Atomic uint64_t next_probe_in_ms;  /* for the control plane: 0 when not failed */
 	struct loop_source done_src;  /* the recovery thread has finished */
 	pthread_t thread;
 	bool thread_running;
@@ -46,5 +51,17 @@ void l2svc_close(struct l2svc *s);
 
 /* Sets the mode live: evict (victims to L2, misses read from it) or l1-only. */
 void l2svc_set_evict(struct l2svc *s, bool evict);
+
+/*
+ * L2's state for the control plane (any thread): "recovering" (rebuilding
+ * its index), "ready", "failed" (writes stopped after repeated I/O errors,
+ * reads served and verified, a probe retries writing with back-off) or
+ * "unavailable" (the index could not be rebuilt; restart to retry).
+ */
+const char *l2svc_state(const struct l2svc *s);
+
+/* Probe back-off: the first wait, and the most it doubles to. */
+#define L2SVC_PROBE_FIRST_S 1
+#define L2SVC_PROBE_MAX_S 60
 
 #endif

@@ -44,7 +44,11 @@ int teardown(void **state)
 {
 	(void)state;
 	if (current) {
-		fprintf(stderr, "test failed: kvtierd log kept under %s\n", current->dir);
+		/* The stop removes the daemon's directory: show its log's end first. */
+		char cmd[256];
+		fprintf(stderr, "test failed; the end of kvtierd's log (%s):\n", current->log);
+		snprintf(cmd, sizeof(cmd), "tail -n 40 '%s' >&2", current->log);
+		(void)!system(cmd);
 		daemon_stop(current);
 		free(current);
 		current = NULL;

@@ -316,6 +316,161 @@ static void test_mode_changes_live(void **state)
 	remove_l2_dir();
 }
 
+/* POST /v1/tiers/l1/evict; the answer (caller json_decref). */
+static json_t *evict_l1(struct daemon_fixture *d, const char *body)
+{
+	int status;
+	json_t *j = daemon_request(d, "POST", "/v1/tiers/l1/evict", body, &status);
+	assert_int_equal(status, 200);
+	return j;
+}
+
+static long long jint(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	assert_true(json_is_integer(v));
+	return (long long)json_integer_value(v);
+}
+
+/*
+ * An operator's "evict all" in evict mode moves what L2 can take, stops
+ * while L2 is busy (answering complete: false) and says what it dropped,
+ * which here is nothing: every block comes back from L2 byte-exact.
+ */
+static void test_admin_evict_moves_to_l2(void **state)
+{
+	(void)state;
+	make_l2_dir();
+	struct daemon_fixture *d = start_evict();
+	struct kvt_client *c = client(d, "m", BLOCK, 1, 0, 0, 1);
+	struct staging in = staging(c, 3 * BLOCK), out = staging(c, BLOCK);
+	store_settled(d, c, &in, 0, L1_BLOCKS);
+	long long evicted = 0, to_l2 = 0, dropped = 0, calls = 0;
+	bool complete = false;
+	while (!complete && calls++ < 1000) {
+		json_t *j = evict_l1(d, "{\"all\": true}");
+		evicted += jint(j, "blocks_evicted");
+		to_l2 += jint(j, "blocks_to_l2");
+		dropped += jint(j, "blocks_dropped");
+		complete = json_is_true(json_object_get(j, "complete"));
+		json_decref(j);
+		settle(d);
+	}
+	assert_true(complete);
+	assert_int_equal(evicted, L1_BLOCKS);
+	assert_int_equal(to_l2 + dropped, evicted);
+	assert_int_equal(dropped, 0);
+	assert_int_equal(daemon_stat(d, "l2.victims_dropped_behind"), 0);
+	assert_int_equal(daemon_stat(d, "l1.items"), 0);
+	for (uint64_t k = 0; k < L1_BLOCKS; k++)
+		assert_int_equal(load_checked(c, &out, k), 0);
+	kvt_client_close(c);
+	munmap(in.p, in.size);
+	munmap(out.p, out.size);
+	stop(d);
+	remove_l2_dir();
+}
+
+/* The L2 state in /v1/tiers. */
+static char *l2_state(struct daemon_fixture *d)
+{
+	json_t *root = daemon_get_json(d, "/v1/tiers"), *t;
+	size_t i;
+	char *state = NULL;
+	json_array_foreach(json_object_get(root, "tiers"), i, t)
+		if (strcmp(json_string_value(json_object_get(t, "name")), "l2") == 0)
+			state = strdup(json_string_value(json_object_get(t, "state")));
+	json_decref(root);
+	return state;
+}
+
+static bool l2_state_is(struct daemon_fixture *d, const char *want)
+{
+	char *state = l2_state(d);
+	bool is = state && strcmp(state, want) == 0;
+	free(state);
+	return is;
+}
+
+/*
+ * A disk that stops returning data (the file cut to nothing under the
+ * daemon: every read comes back short) marks L2 failed: reads give misses,
+ * never wrong bytes, the probes say "degraded", and a probe write (which
+ * works: it grows the file again) brings L2 back without a restart.
+ */
+static void test_failed_l2_probed_back(void **state)
+{
+	(void)state;
+	make_l2_dir();
+	struct daemon_fixture *d = start_evict();
+	struct kvt_client *c = client(d, "m", BLOCK, 1, 0, 0, 1);
+	struct staging in = staging(c, 3 * BLOCK), out = staging(c, BLOCK);
+	store_settled(d, c, &in, 0, L1_BLOCKS + 12);
+	assert_true(l2_state_is(d, "ready"));
+	/* Lease what L1 holds, so that loads promote nothing and write no victims. */
+	uint64_t lease;
+	assert_int_equal(lookup_range(c, 12, L1_BLOCKS, 60000, &lease), L1_BLOCKS);
+	assert_int_equal(truncate(l2_path, 0), 0);
+	for (uint64_t k = 0; k < 12 && !l2_state_is(d, "failed"); k++)
+		assert_int_equal(load_checked(c, &out, k), -ENOENT);
+	assert_true(l2_state_is(d, "failed"));
+	assert_int_equal(kvt_release(c, lease), 0);
+	int status;
+	char *health = daemon_request_text(d, "GET", "/healthz", NULL, &status);
+	assert_int_equal(status, 200);
+	assert_non_null(strstr(health, "\"status\":\"degraded\""));
+	assert_non_null(strstr(health, "\"state\":\"failed\",\"writes\":\"stopped\",\"reads\":\"served\""));
+	free(health);
+	char *ready = daemon_request_text(d, "GET", "/readyz", NULL, &status);
+	assert_int_equal(status, 200); /* L1 still serves */
+	assert_non_null(strstr(ready, "\"state\":\"failed\""));
+	free(ready);
+	/* The first probe comes a second after the failure; wait for it, bounded. */
+	for (int i = 0; i < 1000 && !l2_state_is(d, "ready"); i++)
+		sleep_ms(10);
+	assert_true(l2_state_is(d, "ready"));
+	assert_int_equal(daemon_stat(d, "l2.recoveries"), 1);
+	health = daemon_request_text(d, "GET", "/healthz", NULL, &status);
+	assert_non_null(strstr(health, "\"status\":\"ok\""));
+	free(health);
+	/* Writable again: new victims reach L2 and come back. */
+	long long written = daemon_stat(d, "l2.victims_written");
+	store_settled(d, c, &in, 1000, L1_BLOCKS + 3);
+	assert_true(daemon_stat(d, "l2.victims_written") > written);
+	assert_int_equal(load_checked(c, &out, 1000), 0);
+	kvt_client_close(c);
+	munmap(in.p, in.size);
+	munmap(out.p, out.size);
+	stop(d);
+	remove_l2_dir();
+}
+
+/* Which daemon log line contains text. */
+static bool log_says(const struct daemon_fixture *d, const char *text)
+{
+	FILE *f = fopen(d->log, "r");
+	char line[1024];
+	bool said = false;
+	while (f && fgets(line, sizeof(line), f))
+		said |= strstr(line, text) != NULL;
+	if (f)
+		fclose(f);
+	return said;
+}
+
+/* An L2 on tmpfs is RAM: the daemon starts, and warns. */
+static void test_l2_on_tmpfs_warns(void **state)
+{
+	(void)state;
+	char path[64];
+	snprintf(path, sizeof(path), "/dev/shm/kvtier-test-l2-%d", (int)getpid());
+	struct daemon_fixture *d = start((const char *[]){"--l2-path", path, "--l2-size", "64MiB",
+							  NULL});
+	assert_true(log_says(d, "is on tmpfs or ramfs"));
+	stop(d);
+	unlink(path);
+}
+
 static void test_bad_l2_settings_refused(void **state)
 {
 	(void)state;
@@ -323,14 +478,7 @@ static void test_bad_l2_settings_refused(void **state)
 	/* A directory is not a file or device: the daemon says so and exits. */
 	assert_int_equal(daemon_start(&d, (const char *[]){"--l2-path", "/tmp", "--l2-size",
 							   "64MiB", NULL}), -1);
-	FILE *f = fopen(d.log, "r");
-	char line[512];
-	bool said = false;
-	while (f && fgets(line, sizeof(line), f))
-		said |= strstr(line, "l2-path /tmp: ") != NULL;
-	if (f)
-		fclose(f);
-	assert_true(said);
+	assert_true(log_says(&d, "l2-path /tmp: is a directory, not a regular file or a block device"));
 	waitpid(d.pid, NULL, 0);
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", d.dir);
@@ -345,6 +493,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_restart_and_corruption, teardown),
 		cmocka_unit_test_teardown(test_kill9_during_stores, teardown),
 		cmocka_unit_test_teardown(test_mode_changes_live, teardown),
+		cmocka_unit_test_teardown(test_admin_evict_moves_to_l2, teardown),
+		cmocka_unit_test_teardown(test_failed_l2_probed_back, teardown),
+		cmocka_unit_test_teardown(test_l2_on_tmpfs_warns, teardown),
 		cmocka_unit_test(test_bad_l2_settings_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

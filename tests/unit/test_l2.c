@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,12 +45,13 @@ struct fixture {
 	int fault_res;           /* the result to force; 0: none */
 	unsigned fault_count;    /* completions to alter */
 	bool fault_short;        /* halve the transfer instead */
+	bool fault_writes;       /* alter writes, not reads */
 };
 
 static int inject(void *ctx, bool write, uint32_t wanted, int res)
 {
 	struct fixture *f = ctx;
-	if (write || !f->fault_count || res < 0)
+	if (write != f->fault_writes || !f->fault_count || res < 0)
 		return res;
 	f->fault_count--;
 	if (f->fault_short)
@@ -454,23 +457,96 @@ static void test_faults_eio_short_eagain(void **state)
 	fixture_free(f);
 }
 
+/* Runs one probe of a failed L2 to completion; returns whether L2 is writable after. */
+static bool probe(struct fixture *f)
+{
+	assert_int_equal(l2_probe(&f->l2), 0);
+	assert_int_equal(l2_probe(&f->l2), -EALREADY); /* one at a time */
+	settle(f);
+	return l2_writable(&f->l2);
+}
+
 static void test_repeated_errors_fail_l2(void **state)
 {
 	(void)state;
 	struct fixture *f = fixture_new();
 	fill_to_disk(f);
+	assert_int_equal(l2_probe(&f->l2), -EINVAL); /* nothing to probe while healthy */
 	f->fault_res = -EIO;
 	f->fault_count = 1000;
 	for (uint64_t n = 0; n < 8; n++)
 		assert_int_equal(get(f, f->ns, n, 0, NULL), -EIO);
 	assert_int_equal(STAT(f, failed), 1);
-	assert_false(l2_usable(&f->l2));
-	struct kvt_key k = test_key(9);
-	assert_false(l2_contains(&f->l2, f->ns, &k));
-	assert_int_equal(get(f, f->ns, 9, 0, NULL), -EIO);
+	assert_false(l2_writable(&f->l2));
+	assert_true(l2_readable(&f->l2));
+	/* Writes stop... */
 	put(f, f->ns, 5000);
 	assert_int_equal(STAT(f, victims_dropped_off), 1);
+	/* ...while what verifies is still served: the disk's good data stays readable. */
+	f->fault_count = 0;
+	struct kvt_key k = test_key(9);
+	assert_true(l2_contains(&f->l2, f->ns, &k));
+	assert_int_equal(get(f, f->ns, 9, 0, NULL), 0);
+	assert_int_equal(STAT(f, failed), 1); /* a good read does not end the failure */
+	/* A probe whose write fails keeps L2 failed; one that succeeds ends it. */
+	f->fault_writes = true;
+	f->fault_count = 1;
+	assert_false(probe(f));
+	assert_int_equal(STAT(f, probes_failed), 1);
+	assert_true(probe(f));
+	assert_int_equal(STAT(f, probes_failed), 1);
+	assert_int_equal(STAT(f, recoveries), 1);
+	f->fault_writes = false;
+	assert_true(l2_writable(&f->l2));
+	put(f, f->ns, 5001);
+	assert_int_equal(get(f, f->ns, 5001, 0, NULL), 0);
+	/* The probe rewrote a header with what it held: a restart finds everything. */
+	uint64_t items = STAT(f, items);
+	l2_down(f);
+	l2_up(f);
+	assert_int_equal(STAT(f, items), items);
+	assert_int_equal(get(f, f->ns, 9, 0, NULL), 0);
 	fixture_free(f);
+}
+
+/* A start that cannot grow the file leaves it as it was: removed when new, cut back when grown. */
+static void test_failed_start_undoes_the_file(void **state)
+{
+	(void)state;
+	char path[256];
+	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/var/tmp";
+	snprintf(path, sizeof(path), "%s/kvtier-test-l2-grow-%d", dir, (int)getpid());
+	unlink(path);
+	struct rlimit old, small = {REGION, RLIM_INFINITY};
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	small.rlim_max = old.rlim_max;
+	void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+	struct l2 l2;
+	char why[256] = "";
+	struct l2_config cfg = {.path = path, .size = REGION * NREGIONS, .region_size = REGION,
+				.queue_depth = 8};
+	int err = l2_open(&l2, &cfg, why, sizeof(why));
+	assert_int_equal(err, -EFBIG);
+	assert_non_null(strstr(why, "cannot grow"));
+	l2_close(&l2);
+	struct stat st;
+	assert_int_equal(stat(path, &st), -1); /* the new file is gone */
+	int fd = open(path, O_CREAT | O_WRONLY, 0600);
+	assert_int_equal(ftruncate(fd, 8192), 0);
+	close(fd);
+	assert_int_equal(l2_open(&l2, &cfg, why, sizeof(why)), -EFBIG);
+	l2_close(&l2);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 8192); /* the old file is as it was */
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, was);
+	/* Not a file or a device: said so, not blamed on O_DIRECT. */
+	cfg.path = "/dev/null";
+	assert_int_equal(l2_open(&l2, &cfg, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "is a character device, not a regular file or a block device"));
+	l2_close(&l2);
+	unlink(path);
 }
 
 static void test_format_rejects_bad_headers(void **state)
@@ -508,6 +584,7 @@ int main(void)
 		cmocka_unit_test(test_ns_quota_and_usage),
 		cmocka_unit_test(test_faults_eio_short_eagain),
 		cmocka_unit_test(test_repeated_errors_fail_l2),
+		cmocka_unit_test(test_failed_start_undoes_the_file),
 		cmocka_unit_test(test_format_rejects_bad_headers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
