@@ -57,7 +57,7 @@ for bs in $BLOCKS; do
 	kvtierd_start "$BUILD/kvtierd" "$WORK/run" --l1-size "$l1" \
 		--l1-region-size "$(( (b + 1048575) / 1048576 ))MiB" --l2-path "$WORK/l2" \
 		--l2-size "$SIZE" --l2-queue-depth "$QD"
-	port=$(sed -n 's/.*ready: control plane on .* port \([0-9]*\),.*/\1/p' "$WORK/run/log")
+	port=$(kvtierd_port "$WORK/run/log")
 	"$BUILD/kvtier-bench" --socket "$WORK/run/kvtierd.sock" --block-size "$bs" --blocks "$n" \
 		--lanes 2 --inflight 4 --no-warmup --json >"$WORK/bench.out" || true
 	curl -s "http://127.0.0.1:$port/v1/stats" >"$WORK/stats.json"

@@ -19,6 +19,11 @@ kvtierd_start() {
 	done
 }
 
+# kvtierd_port LOG: the control plane's port from the "ready:" line of LOG.
+kvtierd_port() {
+	sed -n 's|.*ready: control plane on http://.*:\([0-9]*\)/,.*|\1|p' "$1"
+}
+
 kvtierd_stop() {
 	[ -n "${PID:-}" ] || return 0
 	kill "$PID" 2>/dev/null

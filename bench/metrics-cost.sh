@@ -16,7 +16,7 @@ DIR=$(mktemp -d /tmp/kvtier-mcost.XXXXXX)
 SCRAPER=
 trap 'kill $SCRAPER 2>/dev/null; kvtierd_stop; rm -rf "$DIR"' EXIT
 kvtierd_start "$BUILD/kvtierd" "$DIR" --l1-size "$L1"
-PORT=$(sed -n 's/.*ready: control plane on .* port \([0-9]*\),.*/\1/p' "$DIR/log")
+PORT=$(kvtierd_port "$DIR/log")
 bench() {
 	"$BUILD/kvtier-bench" --socket "$DIR/kvtierd.sock" --blocks "$BLOCKS" --lanes "$LANES" --json |
 		tail -n 1 | sed 's/.*"store_gbps": \([0-9.]*\), "load_gbps": \([0-9.]*\).*"verified": \([a-z]*\).*/\1 \2 \3/'

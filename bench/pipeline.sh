@@ -72,7 +72,7 @@ for m in $MODES; do
 		L1=$((WS * 11 / 10 / MIB + 1024))MiB
 		kvtierd_start "$BIN/kvtierd" "$WORK/run" --l1-size "$L1" --l1-region-size 18MiB
 	fi
-	port=$(sed -n 's/.*ready: control plane on .* port \([0-9]*\),.*/\1/p' "$WORK/run/log")
+	port=$(kvtierd_port "$WORK/run/log")
 	echo "== mode $m, L1 $L1"
 	PACE=
 	[ "$m" = evict ] && [ -n "${EVICT_STORE_GBS:-}" ] && PACE="--store-gbs $EVICT_STORE_GBS"

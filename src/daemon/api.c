@@ -15,6 +15,7 @@
 #include "loopcall.h"
 #include "metrics.h"
 #include "ns.h"
+#include "settings.h"
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 #define LEASE_MAX_MS_LIMIT 3600000
@@ -279,10 +280,6 @@ static int parse_policy(json_t *body, bool have_l2, struct policy *p, struct api
 	if (t1 && (take_fraction(t1, "high_watermark", "tiers.l1.", &p->high, err) ||
 		   take_fraction(t1, "low_watermark", "tiers.l1.", &p->low, err)))
 		return -1;
-	if (!(p->low < p->high))
-		return fail(err, 400, "invalid_field",
-			    "tiers.l1.low_watermark: %.3g must be below high_watermark %.3g",
-			    p->low, p->high);
 	static const char *const lease_keys[] = {"lease_max_ms", "lease_default_ms"};
 	uint32_t *lease_fields[] = {&p->lease_max_ms, &p->lease_default_ms};
 	for (int i = 0; i < 2; i++) {
@@ -293,6 +290,18 @@ static int parse_policy(json_t *body, bool have_l2, struct policy *p, struct api
 				    lease_keys[i], LEASE_MAX_MS_LIMIT);
 		if (v)
 			*lease_fields[i] = (uint32_t)json_integer_value(v);
+	}
+	switch (kvtd_check_rules(p->high, p->low, p->lease_default_ms, p->lease_max_ms)) {
+	case KVTD_RULE_WATERMARK_ORDER:
+		return fail(err, 400, "invalid_field",
+			    "tiers.l1.low_watermark: %.3g must be below high_watermark %.3g",
+			    p->low, p->high);
+	case KVTD_RULE_LEASE_ORDER:
+		return fail(err, 400, "invalid_field",
+			    "lease_default_ms: %u must not be longer than lease_max_ms %u",
+			    p->lease_default_ms, p->lease_max_ms);
+	case KVTD_RULES_HOLD:
+		break;
 	}
 	return 0;
 }

@@ -184,11 +184,10 @@ void l2svc_close(struct l2svc *s)
 	if (s->started) {
 		l1_set_lower_tier(s->l1, NULL);
 		loop_remove_hook(s->loop, &s->submit_hook);
-	}
-	if (s->probe_src.fd >= 0) {
-		loop_del(s->loop, &s->probe_src);
-		close(s->probe_src.fd);
-		s->probe_src.fd = -1;
+		if (s->probe_src.fd >= 0) {
+			loop_del(s->loop, &s->probe_src);
+			close(s->probe_src.fd);
+		}
 	}
 	if (s->open) {
 		loop_del(s->loop, &s->ring_src);

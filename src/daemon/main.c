@@ -418,8 +418,12 @@ static void announce_ready(void *ctx)
 {
 	struct kvtd *d = ctx;
 	atomic_store(&d->http_ctx.ready, true);
-	log_info("ready: control plane on %s port %u, data plane on %s", d->cfg.http_listen,
-		 (unsigned)http_port(d->http), d->cfg.socket_path);
+	char host[256];
+	uint16_t port;
+	kvtd_parse_listen(d->cfg.http_listen, host, sizeof(host), &port);
+	bool v6 = strchr(host, ':') != NULL;
+	log_info("ready: control plane on http://%s%s%s:%u/, data plane on %s", v6 ? "[" : "",
+		 host, v6 ? "]" : "", (unsigned)http_port(d->http), d->cfg.socket_path);
 }
 
 int main(int argc, char **argv)

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -187,6 +188,8 @@ static int set_from_text(struct kvtd_config *cfg, const struct option_def *o,
 		return 0;
 	}
 	case OPT_SIZE: {
+		if (*text == '-')
+			return fail(err, errlen, "%s: a size cannot be negative ('%s')", where, text);
 		int rc = kvt_parse_size(text, &u);
 		if (rc == -ERANGE)
 			return fail(err, errlen, "%s: size '%s' is too large", where, text);
@@ -199,7 +202,10 @@ static int set_from_text(struct kvtd_config *cfg, const struct option_def *o,
 	case OPT_UINT:
 		errno = 0;
 		u = strtoull(text, &end, 10);
-		if (!*text || *end || errno || *text == '-')
+		if (*text == '-')
+			return fail(err, errlen, "%s: '%s' is negative; give a whole number >= %" PRIu64,
+				    where, text, o->min);
+		if (!*text || *end || errno)
 			return fail(err, errlen, "%s: '%s' is not a whole number", where, text);
 		goto bounds;
 	case OPT_FRACTION: {
@@ -261,7 +267,12 @@ static int json_to_text(const json_t *v, const struct option_def *o, char *buf, 
 	case JSON_REAL:
 		if (o->type != OPT_FRACTION)
 			return -EINVAL;
-		snprintf(buf, len, "%.17g", json_real_value(v));
+		/* The shortest text that reads back as the same double: -0.1, not -0.10000000000000001. */
+		for (int digits = 1; digits <= 17; digits++) {
+			snprintf(buf, len, "%.*g", digits, json_real_value(v));
+			if (strtod(buf, NULL) == json_real_value(v))
+				break;
+		}
 		return 0;
 	case JSON_TRUE:
 	case JSON_FALSE:
@@ -285,10 +296,33 @@ static const char *type_expected(const struct option_def *o)
 	}
 }
 
+/* Opens the config file, saying plainly why not (missing, a directory, no permission). */
+static FILE *open_config(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	if (stat(path, &st)) {
+		fail(err, errlen, "config file %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fail(err, errlen, "config file %s: is %s, not a file", path,
+		     S_ISDIR(st.st_mode) ? "a directory" : "a special file");
+		return NULL;
+	}
+	FILE *f = fopen(path, "r");
+	if (!f)
+		fail(err, errlen, "config file %s: %s", path, strerror(errno));
+	return f;
+}
+
 static int load_file(struct kvtd_config *cfg, const char *path, char *err, size_t errlen)
 {
+	FILE *f = open_config(path, err, errlen);
+	if (!f)
+		return -EINVAL;
 	json_error_t jerr;
-	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+	fclose(f);
 	if (!root)
 		return fail(err, errlen, "config file %s: line %d column %d: %s", path,
 			    jerr.line, jerr.column, jerr.text);
@@ -307,7 +341,13 @@ static int load_file(struct kvtd_config *cfg, const char *path, char *err, size_
 			rc = fail(err, errlen, "%s: unknown key (see kvtierd --help)", where);
 			goto out;
 		}
-		if (json_to_text(value, o, text, sizeof(text))) {
+		int conv = json_to_text(value, o, text, sizeof(text));
+		if (conv == -ERANGE) {
+			rc = fail(err, errlen, "%s: %" JSON_INTEGER_FORMAT " is negative; expected %s",
+				  where, json_integer_value(value), type_expected(o));
+			goto out;
+		}
+		if (conv) {
 			rc = fail(err, errlen, "%s: expected %s", where, type_expected(o));
 			goto out;
 		}
@@ -331,17 +371,83 @@ static int set_defaults(struct kvtd_config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+/* The number in file (a cgroup limit), when it holds one below *limit. */
+static void lower_to_file(const char *file, uint64_t *limit)
+{
+	FILE *f = fopen(file, "r");
+	if (!f)
+		return;
+	uint64_t v;
+	if (fscanf(f, "%" SCNu64, &v) == 1 && v < *limit) /* "max": no number, no limit */
+		*limit = v;
+	fclose(f);
+}
+
+/* A limit of the cgroup at dir/path or of any cgroup above it, in file. */
+static void lower_to_tree(const char *dir, const char *path, const char *file, uint64_t *limit)
+{
+	char p[4096];
+	snprintf(p, sizeof(p), "%s", path);
+	for (;;) {
+		char f[4096 + 512];
+		snprintf(f, sizeof(f), "%s%s/%s", dir, strcmp(p, "/") ? p : "", file);
+		lower_to_file(f, limit);
+		char *slash = strrchr(p, '/');
+		if (!slash || slash == p) {
+			if (strcmp(p, "/")) {
+				snprintf(f, sizeof(f), "%s/%s", dir, file);
+				lower_to_file(f, limit);
+			}
+			return;
+		}
+		*slash = '\0';
+	}
+}
+
+/* Whether a /proc/self/cgroup controller list names the memory controller. */
+static bool has_memory_controller(const char *list)
+{
+	size_t n = strlen("memory");
+	for (const char *c = list; (c = strstr(c, "memory")); c += n)
+		if ((c == list || c[-1] == ',') && (c[n] == '\0' || c[n] == ','))
+			return true;
+	return false;
+}
+
+uint64_t kvtd_memory_limit_in(const char *proc_cgroup, const char *cgroup_root, uint64_t physical)
+{
+	uint64_t limit = physical;
+	char dir[4096];
+	FILE *f = fopen(proc_cgroup, "r");
+	char line[4096];
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		char *ctrl = strchr(line, ':'), *path = ctrl ? strchr(ctrl + 1, ':') : NULL;
+		if (!path)
+			continue;
+		*ctrl++ = '\0';
+		*path++ = '\0';
+		if (strcmp(line, "0") == 0 && *ctrl == '\0') { /* v2: the unified tree */
+			lower_to_tree(cgroup_root, path, "memory.max", &limit);
+		} else if (has_memory_controller(ctrl)) {   /* v1: the memory hierarchy */
+			snprintf(dir, sizeof(dir), "%s/memory", cgroup_root);
+			lower_to_tree(dir, path, "memory.limit_in_bytes", &limit);
+		}
+	}
+	if (f)
+		fclose(f);
+	/* A private cgroup namespace shows "/" but mounts the own cgroup as the root. */
+	snprintf(dir, sizeof(dir), "%s/memory.max", cgroup_root);
+	lower_to_file(dir, &limit);
+	snprintf(dir, sizeof(dir), "%s/memory/memory.limit_in_bytes", cgroup_root);
+	lower_to_file(dir, &limit);
+	return limit;
+}
+
 uint64_t kvtd_memory_limit(void)
 {
-	uint64_t limit = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
-	FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
-	if (f) {
-		uint64_t cg;
-		if (fscanf(f, "%" SCNu64, &cg) == 1 && cg < limit)
-			limit = cg;
-		fclose(f);
-	}
-	return limit;
+	return kvtd_memory_limit_in("/proc/self/cgroup", "/sys/fs/cgroup",
+				    (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE));
 }
 
 static int default_runtime_dir(struct kvtd_config *cfg)
@@ -386,15 +492,38 @@ static int resolve_computed(struct kvtd_config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+enum kvtd_rule kvtd_check_rules(double high, double low, uint64_t lease_default_ms,
+				uint64_t lease_max_ms)
+{
+	if (!(low < high))
+		return KVTD_RULE_WATERMARK_ORDER;
+	if (lease_default_ms > lease_max_ms)
+		return KVTD_RULE_LEASE_ORDER;
+	return KVTD_RULES_HOLD;
+}
+
+/* A size for a message, rounded: "23.5 GiB" (kvt_format_size is exact, for values). */
+static void about_size(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)bytes;
+	unsigned u = 0;
+	while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		v /= 1024.0;
+		u++;
+	}
+	snprintf(buf, len, v == (double)(uint64_t)v ? "%.0f %s" : "%.1f %s", v, units[u]);
+}
+
 static int validate(const struct kvtd_config *cfg, char *err, size_t errlen)
 {
 	char a[64], b[64];
 	uint64_t mem = kvtd_memory_limit();
 	if (cfg->l1_size > mem) {
-		kvt_format_size(cfg->l1_size, a, sizeof(a));
-		kvt_format_size(mem, b, sizeof(b));
-		return fail(err, errlen, "l1-size: %s is more than the %s of memory this process may use",
-			    a, b);
+		about_size(cfg->l1_size, a, sizeof(a));
+		about_size(mem, b, sizeof(b));
+		return fail(err, errlen, "l1-size: %s is more than the %s of memory this process may "
+			    "use (physical memory or its cgroup's limit)", a, b);
 	}
 	if (cfg->l1_region_size % 4096)
 		return fail(err, errlen, "l1-region-size: must be a multiple of 4 KiB");
@@ -403,10 +532,19 @@ static int validate(const struct kvtd_config *cfg, char *err, size_t errlen)
 		kvt_format_size(cfg->l1_size, b, sizeof(b));
 		return fail(err, errlen, "l1-region-size: %s is larger than l1-size %s", a, b);
 	}
-	if (!(cfg->l1_low_watermark < cfg->l1_high_watermark))
+	switch (kvtd_check_rules(cfg->l1_high_watermark, cfg->l1_low_watermark,
+				 cfg->lease_default_ms, cfg->lease_max_ms)) {
+	case KVTD_RULE_WATERMARK_ORDER:
 		return fail(err, errlen,
 			    "l1-low-watermark: %.3g must be below l1-high-watermark %.3g",
 			    cfg->l1_low_watermark, cfg->l1_high_watermark);
+	case KVTD_RULE_LEASE_ORDER:
+		return fail(err, errlen,
+			    "lease-default-ms: %" PRIu64 " must not be longer than lease-max-ms %" PRIu64,
+			    cfg->lease_default_ms, cfg->lease_max_ms);
+	case KVTD_RULES_HOLD:
+		break;
+	}
 	if (cfg->l2_size && !cfg->l2_path)
 		return fail(err, errlen, "l2-size: given without l2-path");
 	if (cfg->l2_region_size % 4096)

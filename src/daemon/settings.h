@@ -66,10 +66,28 @@ void kvtd_config_print_help(const char *prog, FILE *out);
 void kvtd_config_diff(const struct kvtd_config *a, const struct kvtd_config *b,
 		      void (*fn)(const char *name, bool live, void *ctx), void *ctx);
 
+/*
+ * The cross-field rules, in one place for every path that sets these (the
+ * file, flags, SIGHUP and PUT /v1/policy); each caller names the fields its
+ * own way in the message.
+ */
+enum kvtd_rule {
+	KVTD_RULES_HOLD,
+	KVTD_RULE_WATERMARK_ORDER,   /* low watermark < high watermark */
+	KVTD_RULE_LEASE_ORDER,       /* lease default <= lease max */
+};
+enum kvtd_rule kvtd_check_rules(double high, double low, uint64_t lease_default_ms,
+				uint64_t lease_max_ms);
+
 /* "ADDR:PORT" or "[IPv6]:PORT" into host (without brackets) and port. */
 int kvtd_parse_listen(const char *text, char *host, size_t hostlen, uint16_t *port);
 
-/* The memory this process may use: physical memory, or a lower cgroup limit. */
+/*
+ * The memory this process may use: physical memory, or a lower limit of its
+ * cgroup or any cgroup above it (v2 memory.max, v1 memory.limit_in_bytes).
+ */
 uint64_t kvtd_memory_limit(void);
+/* The same from a given /proc/self/cgroup file and cgroup mount (tests). */
+uint64_t kvtd_memory_limit_in(const char *proc_cgroup, const char *cgroup_root, uint64_t physical);
 
 #endif

@@ -67,6 +67,10 @@ req PUT /v1/policy '{"tiers":{"l2":{}}}'
 expect "an unknown tier key names the field" 400 'tiers.l2: unknown field'
 req PUT /v1/policy '{"lease_max_ms": 0}'
 expect "lease_max_ms out of range" 400 'lease_max_ms: must be an integer in 1..3600000'
+req PUT /v1/policy '{"lease_max_ms": 1000, "lease_default_ms": 2000}'
+expect "a default lease longer than the longest is 400" 400 '{"error":{"code":"invalid_field","message":"lease_default_ms: 2000 must not be longer than lease_max_ms 1000"}}'
+req PUT /v1/policy '{"lease_max_ms": 1000}'
+expect "so is a longest lease cut below the default" 400 'lease_default_ms: 2000 must not be longer than lease_max_ms 1000'
 req PUT /v1/policy '{"lease_default_ms": "soon"}'
 expect "lease_default_ms of the wrong type" 400 'lease_default_ms: must be an integer in 1..3600000'
 req PUT /v1/policy '{"mode":"evict"}'
@@ -89,13 +93,31 @@ expect "refused changes changed nothing" 200 '"high_watermark":0.8,"low_watermar
 "$KVTIER_BENCH" --socket "$TMP/run/kvtierd.sock" --blocks 8 --block-size 1MiB >"$TMP/bench.out" 2>&1
 check "traffic for the eviction tests" grep -q "verified: every byte" "$TMP/bench.out"
 req GET /v1/namespaces
-expect "the bench's namespace is listed" 200 '"model":"kvtier-bench-1048576","salt":"","block_bytes":1048576,"tp_size":1,"l1_items":16'
+expect "the bench's namespace is listed" 200 '"model":"kvtier-bench-1048576","salt":"","block_bytes":1048576,"tp_size":1,"connections":0,"l1_items":16,"l1_bytes":16777216,"l1_quota_bytes":0,"l1_quota_evictions":0,"l2_items":0,"l2_bytes":0,"l2_quota_bytes":0}'
+req PUT /v1/namespaces/1 '{"l1_quota_bytes": "14MiB"}'
+expect "PUT a namespace's L1 quota evicts down to it" 200 '"l1_items":14,"l1_bytes":14680064,"l1_quota_bytes":14680064,"l1_quota_evictions":2'
+req PUT /v1/namespaces/1 '{"l1_quota_bytes": 4095}'
+expect "a quota under one slot is 400" 400 'l1_quota_bytes: 4095 is less than one block slot (1048576 bytes)'
+req PUT /v1/namespaces/1 '{"l1_quota_bytes": "lots"}'
+expect "a quota that is no size is 400" 400 'l1_quota_bytes: must be bytes'
+req PUT /v1/namespaces/1 '{"l2_quota_bytes": 1048576}'
+expect "an L2 quota without L2 is 409" 409 '{"error":{"code":"no_l2"'
+req PUT /v1/namespaces/1 '{"l1_quota": 1}'
+expect "an unknown namespace field is 400" 400 'l1_quota: unknown field'
+req PUT /v1/namespaces/77 '{"l1_quota_bytes": 0}'
+expect "PUT an unknown namespace is 404" 404 'no namespace with id 77'
+req PUT /v1/namespaces/1 '{"l1_quota_bytes": 0}' application/json ""
+expect "PUT a namespace without the token is 401" 401 unauthorized
+req PUT /v1/namespaces/1 '{"l1_quota_bytes": 0}'
+expect "quota 0 removes it" 200 '"l1_quota_bytes":0'
 req POST /v1/tiers/l1/evict '{"bytes": 2097152}'
-expect "evict 2 MiB" 200 '{"tier":"l1","evicted_bytes":2097152}'
+expect "evict 2 MiB" 200 '{"tier":"l1","evicted_bytes":2097152,"complete":true,"blocks_evicted":2,"blocks_to_l2":0,"blocks_dropped":0}'
 req POST /v1/tiers/l1/evict '{"all": true}'
-expect "evict all" 200 '{"tier":"l1","evicted_bytes":14680064}'
+expect "evict all" 200 '{"tier":"l1","evicted_bytes":12582912,"complete":true,"blocks_evicted":12'
 req GET /v1/tiers
 expect "the tier is empty and counts the evictions" 200 '"used_bytes":0,"items":0,"hits":16000,"misses":0,"evictions":16}'
+req GET /metrics
+expect "/metrics has the namespace's quota" 200 'kvtier_namespace_l1_quota_bytes{namespace="1",model="kvtier-bench-1048576"} 0'
 req POST /v1/tiers/l1/evict '{"bytes": -1}'
 expect "a bad evict body is 400" 400 'give either \"bytes\": a positive integer, or \"all\": true'
 req POST /v1/tiers/l1/evict '{"bytes": 1, "all": true}'
@@ -139,7 +161,7 @@ expect "DELETE an unknown buffer is 404" 404 'no buffer with index 999'
 req GET /v1/buffers/1
 expect "GET on one buffer is 405" 405 'use DELETE'
 req GET /v1/namespaces/1
-expect "GET on a namespace is 405" 405 'use DELETE'
+expect "GET on a namespace is 405" 405 'use PUT or DELETE'
 req DELETE /v1/namespaces/1 "" "" ""
 expect "DELETE a namespace without the token is 401" 401 unauthorized
 req DELETE /v1/namespaces/abc
@@ -179,11 +201,15 @@ if start_daemon "$TMP/l2.log" --l1-size 16MiB --l2-path "$TMP/l2file" --l2-size 
 	req PUT /v1/policy '{"mode":"l3"}'
 	expect "an unknown mode is 400" 400 'mode: must be \"evict\" or \"l1-only\"'
 	req POST /v1/tiers/l2/evict '{"all": true}'
-	expect "POST /v1/tiers/l2/evict" 200 '{"tier":"l2","evicted_bytes":0}'
+	expect "POST /v1/tiers/l2/evict" 200 '{"tier":"l2","evicted_bytes":0,"complete":true}'
 	req POST /v1/tiers/l3/evict '{"all": true}'
 	expect "an unknown tier names the ones there are" 404 '(tiers: l1, l2)'
 	req GET /v1/stats
 	expect "/v1/stats has the l2 counters" 200 '"victims_dropped_behind":0'
+	req GET /healthz
+	expect "/healthz says L2's state" 200 '{"status":"ok","l2":{"state":"ready","writes":"on","reads":"served"}}'
+	req GET /readyz
+	expect "/readyz says it too" 200 '{"status":"ready","l2":{"state":"ready","writes":"on","reads":"served"}}'
 	kill -TERM "$DAEMON_PID"
 	wait_exit
 	check "kvtierd with L2 stops cleanly" test "$EXIT_CODE" = 0

@@ -53,9 +53,10 @@ int daemon_start(struct daemon_fixture *d, const char *const *flags)
 		FILE *f = fopen(d->log, "r");
 		char line[512];
 		while (f && fgets(line, sizeof(line), f)) {
-			const char *p = strstr(line, "ready: control plane on");
+			const char *p = strstr(line, "ready: control plane on http://");
 			unsigned port;
-			if (p && (p = strstr(p, " port ")) && sscanf(p, " port %u", &port) == 1) {
+			if (p && (p = strstr(p, "/, data plane")) && (p = memrchr(line, ':', (size_t)(p - line))) &&
+			    sscanf(p, ":%u/", &port) == 1) {
 				d->http_port = (uint16_t)port;
 				fclose(f);
 				return 0;

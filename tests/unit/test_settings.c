@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -157,7 +158,15 @@ static void test_flag_errors(void **state)
 	expect_error((const char *[]){"--l1-high-watermark", "1.5", NULL}, "not a fraction");
 	expect_error((const char *[]){"--l1-high-watermark", "0.5", NULL},
 		     "l1-low-watermark: 0.9 must be below l1-high-watermark 0.5");
-	expect_error((const char *[]){"--max-leases", "-3", NULL}, "not a whole number");
+	expect_error((const char *[]){"--max-leases", "-3", NULL},
+		     "--max-leases: '-3' is negative; give a whole number >= 1");
+	expect_error((const char *[]){"--max-leases", "3x", NULL}, "'3x' is not a whole number");
+	expect_error((const char *[]){"--l1-size", "-1GiB", NULL},
+		     "--l1-size: a size cannot be negative ('-1GiB')");
+	expect_error((const char *[]){"--lease-max-ms", "1000", "--lease-default-ms", "2000", NULL},
+		     "lease-default-ms: 2000 must not be longer than lease-max-ms 1000");
+	expect_error((const char *[]){"--l1-size", "1TiB", NULL},
+		     "of memory this process may use (physical memory or its cgroup's limit)");
 	expect_error((const char *[]){"--max-leases", "0", NULL}, "outside 1..");
 	expect_error((const char *[]){"--l2-size", "1GiB", NULL}, "l2-size: given without l2-path");
 	expect_error((const char *[]){"--l2-region-size", "8MiB", NULL},
@@ -192,7 +201,8 @@ static void test_file_errors(void **state)
 	file_error("{\"l1-sise\": \"1GiB\"}", "key \"l1-sise\": unknown key");
 	file_error("{\"config\": \"/x\"}", "key \"config\": unknown key");
 	file_error("{\"l1-size\": true}", "key \"l1-size\": expected a size string");
-	file_error("{\"l1-size\": -5}", "expected a size");
+	file_error("{\"l1-size\": -5}", "key \"l1-size\": -5 is negative; expected a size");
+	file_error("{\"l1-low-watermark\": -0.1}", "'-0.1' is not a fraction in (0, 1]");
 	file_error("{\"l1-hugepages\": \"yes\"}", "expected true or false");
 	file_error("{\"max-leases\": 2.5}", "expected a whole number");
 	file_error("{\"http\": 8470}", "key \"http\": expected a string");
@@ -201,7 +211,54 @@ static void test_file_errors(void **state)
 	file_error("{\"l1-size\": \"1GiB\",\n \"l1-size\": \"2GiB\"}", "line 2");
 	file_error("{\n\n  oops }", "line 3");
 	expect_error((const char *[]){"-c", "/nonexistent/kvtier.json", NULL},
-		     "config file /nonexistent/kvtier.json");
+		     "config file /nonexistent/kvtier.json: No such file or directory");
+	expect_error((const char *[]){"-c", "/tmp", NULL}, "config file /tmp: is a directory, not a file");
+}
+
+/* Writes text to dir/rel, making the directories on the way. */
+static void put_file(const char *dir, const char *rel, const char *text)
+{
+	char path[512], cmd[600];
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
+	assert_int_equal(system(cmd), 0);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* The memory limit from a cgroup tree of either version, the process deep inside it. */
+static void test_memory_limit_cgroups(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/kvtier-cg-XXXXXX", proc[600], cmd[600];
+	assert_non_null(mkdtemp(dir));
+	snprintf(proc, sizeof(proc), "%s/proc-cgroup", dir);
+	const uint64_t phys = UINT64_C(64) << 30;
+	/* No cgroup files: physical memory. */
+	assert_int_equal(kvtd_memory_limit_in(proc, dir, phys), phys);
+	/* v1: the memory controller's own hierarchy; a parent's limit applies too. */
+	put_file(dir, "proc-cgroup", "12:cpu,cpuacct:/pod/c1\n4:memory:/pod/c1\n");
+	put_file(dir, "memory/pod/c1/memory.limit_in_bytes", "9223372036854771712\n");
+	put_file(dir, "memory/pod/memory.limit_in_bytes", "8589934592\n");
+	assert_int_equal(kvtd_memory_limit_in(proc, dir, phys), UINT64_C(8) << 30);
+	put_file(dir, "memory/pod/c1/memory.limit_in_bytes", "4294967296\n");
+	assert_int_equal(kvtd_memory_limit_in(proc, dir, phys), UINT64_C(4) << 30);
+	/* v2: memory.max along the unified tree; "max" is no limit. */
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s/memory'", dir);
+	assert_int_equal(system(cmd), 0);
+	put_file(dir, "proc-cgroup", "0::/kubepods/pod1/ctr\n");
+	put_file(dir, "kubepods/pod1/ctr/memory.max", "max\n");
+	assert_int_equal(kvtd_memory_limit_in(proc, dir, phys), phys);
+	put_file(dir, "kubepods/pod1/memory.max", "2147483648\n");
+	assert_int_equal(kvtd_memory_limit_in(proc, dir, phys), UINT64_C(2) << 30);
+	/* A private cgroup namespace: "/" and the limit at the mount's root. */
+	put_file(dir, "proc-cgroup", "0::/\n");
+	put_file(dir, "memory.max", "1073741824\n");
+	assert_int_equal(kvtd_memory_limit_in(proc, dir, phys), UINT64_C(1) << 30);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
 }
 
 static void test_listen_parse(void **state)
@@ -281,6 +338,7 @@ int main(void)
 		cmocka_unit_test(test_flag_errors),
 		cmocka_unit_test(test_file_errors),
 		cmocka_unit_test(test_listen_parse),
+		cmocka_unit_test(test_memory_limit_cgroups),
 		cmocka_unit_test(test_diff),
 		cmocka_unit_test(test_help_text_lists_every_option),
 	};
