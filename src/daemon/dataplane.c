@@ -893,9 +893,10 @@ static int dispatch(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *
 		rc = -ENOTCONN;
 	} else {
 		switch (h->op) {
-		case KVT_OP_PING:
-			reply_status(c, h->op, h->id, 0);
-			rc = 0;
+		case KVT_OP_PING: /* one rule for every op: the payload is exactly its size */
+			rc = h->length ? decode_failed(dp, -EBADMSG) : 0;
+			if (rc == 0)
+				reply_status(c, h->op, h->id, 0);
 			break;
 		case KVT_OP_REGISTER:
 		case KVT_OP_UNREGISTER:

@@ -1,6 +1,8 @@
 #!/bin/sh
 # docs.sh — every flag kvtierd --help lists is documented in man/kvtierd.8 and
-# docs/configuration.md, and every documented flag exists.
+# docs/configuration.md, and every documented flag exists; every endpoint of
+# docs/api.md is in the man page and the other way round; every metric family
+# a daemon with L2 serves is in docs/api.md, and every one documented is served.
 . "${KVT_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 SRC=${KVT_SRCDIR:-$(dirname "$0")/../..}
 MAN=$SRC/man/kvtierd.8
@@ -27,4 +29,28 @@ sed 's/\\-/-/g' "$MAN" | grep -o -- '^\.B --[a-z0-9-]*\|^\.BR\? --[a-z0-9-]*' | 
 	grep -o -- '--[a-z0-9-]*' | sort -u >"$TMP/man.flags"
 extra=$(comm -13 "$TMP/help.flags" "$TMP/man.flags")
 check "man/kvtierd.8 has no flag that --help lacks${extra:+: $extra}" test -z "$extra"
+
+# Endpoints: "METHOD /path" in api.md's headings and in the man page's .B lines.
+endpoints() { grep -o -- '\(GET\|PUT\|POST\|DELETE\) /[a-z0-9/{}_]*' | sed 's|/l1/evict|/{tier}/evict|; s|/l2/evict|/{tier}/evict|' | sort -u; }
+grep '^## ' "$SRC/docs/api.md" | endpoints >"$TMP/api.endpoints"
+grep '^\.B \(GET\|PUT\|POST\|DELETE\)' "$MAN" | endpoints >"$TMP/man.endpoints"
+check "docs/api.md lists endpoints" test -s "$TMP/api.endpoints"
+diff=$(comm -3 "$TMP/api.endpoints" "$TMP/man.endpoints" | tr '\n' ' ')
+check "docs/api.md and man/kvtierd.8 list the same endpoints${diff:+: $diff}" test -z "$diff"
+
+# Metric families: what a daemon with L2 serves, against docs/api.md.
+if start_daemon "$TMP/d.log" --l1-size 16MiB --l2-path "$TMP/l2" --l2-size 64MiB; then
+	curl -s "http://127.0.0.1:$PORT/metrics" | sed -n 's/^# TYPE \([a-z0-9_]*\) .*/\1/p' |
+		sort -u >"$TMP/served.metrics"
+	kill -TERM "$DAEMON_PID"
+	wait_exit
+	check "the daemon serves metric families" test -s "$TMP/served.metrics"
+	grep -o 'kvtier_[a-z0-9_]*' "$SRC/docs/api.md" | sort -u >"$TMP/doc.metrics"
+	missing=$(comm -23 "$TMP/served.metrics" "$TMP/doc.metrics" | tr '\n' ' ')
+	check "docs/api.md documents every metric served${missing:+: $missing}" test -z "$missing"
+	extra=$(comm -13 "$TMP/served.metrics" "$TMP/doc.metrics" | tr '\n' ' ')
+	check "docs/api.md documents no metric that is not served${extra:+: $extra}" test -z "$extra"
+else
+	not_ok "kvtierd starts for the metrics check"; cat "$TMP/d.log"
+fi
 finish

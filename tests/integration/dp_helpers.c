@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dp_helpers.h"
 #include "kvtier/protocol.h"
@@ -210,4 +212,52 @@ int raw_hello_status(int fd)
 void raw_hello(int fd)
 {
 	assert_int_equal(raw_hello_status(fd), 0);
+}
+
+int raw_register_fd(int fd, int passed, uint64_t size, uint32_t kind, uint32_t *index)
+{
+	uint8_t frame[KVT_HDR_BYTES + KVT_REGISTER_BYTES];
+	struct wire_hdr h = {.magic = KVT_PROTO_MAGIC, .op = KVT_OP_REGISTER,
+			     .length = KVT_REGISTER_BYTES, .id = 42};
+	wire_hdr_encode(frame, &h);
+	struct wire_wr w = {frame + KVT_HDR_BYTES, KVT_REGISTER_BYTES, false};
+	wire_put_u64(&w, size);
+	wire_put_u32(&w, kind);
+	wire_put_u32(&w, 0);
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	struct iovec iov = {frame, sizeof(frame)};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (passed >= 0) {
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof(ctl.buf);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &passed, sizeof(int));
+	}
+	assert_int_equal(sendmsg(fd, &msg, 0), (ssize_t)sizeof(frame));
+	uint8_t body[8];
+	uint32_t len = 0;
+	int status = raw_reply(fd, body, sizeof(body), &len);
+	if (status == 0) {
+		assert_int_equal(len, sizeof(body));
+		struct wire_rd r = {body, sizeof(body), false};
+		*index = wire_u32(&r);
+	}
+	return status;
+}
+
+uint32_t raw_register(int fd, uint64_t size)
+{
+	int mfd = memfd_create("raw", MFD_ALLOW_SEALING);
+	assert_int_equal(ftruncate(mfd, (off_t)size), 0);
+	uint32_t index = 0;
+	assert_int_equal(raw_register_fd(fd, mfd, size, KVT_BUFFER_SHM, &index), 0);
+	close(mfd);
+	return index;
 }

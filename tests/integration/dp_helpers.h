@@ -59,5 +59,9 @@ int raw_hello_as(int fd, const char *model, uint64_t session, uint64_t *session_
 /* HELLO of model "h"; its status. */
 int raw_hello_status(int fd);
 void raw_hello(int fd);
+/* REGISTER of kind and size passing fd `passed` (-1: none); the status, *index on 0. */
+int raw_register_fd(int fd, int passed, uint64_t size, uint32_t kind, uint32_t *index);
+/* REGISTER of a new sealable memfd of size bytes, asserting success; its index. */
+uint32_t raw_register(int fd, uint64_t size);
 
 #endif

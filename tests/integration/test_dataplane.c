@@ -432,43 +432,6 @@ static void test_buffer_registered_by_path(void **state)
 
 /* --- hostile frames on a raw socket --- */
 
-/* REGISTER over a raw socket, passing a sealable memfd; returns the index. */
-static uint32_t raw_register(int fd, uint64_t size)
-{
-	int mfd = memfd_create("raw", MFD_ALLOW_SEALING);
-	assert_int_equal(ftruncate(mfd, (off_t)size), 0);
-	uint8_t frame[KVT_HDR_BYTES + KVT_REGISTER_BYTES];
-	struct wire_hdr h = {.magic = KVT_PROTO_MAGIC, .op = KVT_OP_REGISTER,
-			     .length = KVT_REGISTER_BYTES, .id = 42};
-	wire_hdr_encode(frame, &h);
-	struct wire_wr w = {frame + KVT_HDR_BYTES, KVT_REGISTER_BYTES, false};
-	wire_put_u64(&w, size);
-	wire_put_u32(&w, KVT_BUFFER_SHM);
-	wire_put_u32(&w, 0);
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	memset(&ctl, 0, sizeof(ctl));
-	struct iovec iov = {frame, sizeof(frame)};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			     .msg_controllen = sizeof(ctl.buf)};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &mfd, sizeof(int));
-	assert_int_equal(sendmsg(fd, &msg, 0), (ssize_t)sizeof(frame));
-	close(mfd);
-	uint8_t hdr[KVT_HDR_BYTES], body[8];
-	assert_int_equal(recv(fd, hdr, sizeof(hdr), MSG_WAITALL), (ssize_t)sizeof(hdr));
-	wire_hdr_decode(hdr, &h);
-	assert_int_equal(h.status, 0);
-	assert_int_equal(recv(fd, body, sizeof(body), MSG_WAITALL), (ssize_t)sizeof(body));
-	struct wire_rd r = {body, sizeof(body), false};
-	return wire_u32(&r);
-}
-
 /* 300 LOADs in one write: the first 256 go in flight, the rest get -EBUSY. */
 static void test_inflight_limit(void **state)
 {
@@ -596,6 +559,110 @@ static void test_hostile_frames(void **state)
 	stop(d);
 }
 
+/*
+ * Every code docs/protocol.md promises, as an independent client would meet
+ * them: the order of the first checks, trailing bytes, error replies without
+ * payload, each REGISTER failure, the buffer limit, a foreign RELEASE, a lane
+ * from another process, a scheduler's HELLO, a part shorter than the block.
+ */
+static void test_protocol_page_codes(void **state)
+{
+	(void)state;
+	struct daemon_fixture *d = start((const char *[]){"--l1-size", "64MiB", NULL});
+	int fd = raw_connect(d);
+	raw_send(fd, KVT_PROTO_MAGIC, 99, NULL, 0, 0);
+	assert_int_equal(raw_status(fd), -EOPNOTSUPP); /* the op is checked before HELLO */
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_PING, NULL, 0, 0);
+	uint32_t len = 99;
+	assert_int_equal(raw_reply(fd, NULL, 0, &len), -ENOTCONN);
+	assert_int_equal(len, 0); /* error replies carry no payload */
+	uint64_t session;
+	assert_int_equal(raw_hello_as(fd, "p", 0, &session), 0);
+	uint8_t junk[4] = {0};
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_PING, junk, sizeof(junk), sizeof(junk));
+	assert_int_equal(raw_reply(fd, NULL, 0, &len), -EBADMSG); /* trailing bytes, every op */
+	assert_int_equal(len, 0);
+
+	/* REGISTER: each failure its code. */
+	uint32_t idx;
+	assert_int_equal(raw_register_fd(fd, -1, 4096, KVT_BUFFER_SHM, &idx), -EBADF);
+	int mfd = memfd_create("p", MFD_ALLOW_SEALING);
+	assert_int_equal(ftruncate(mfd, 4096), 0);
+	assert_int_equal(raw_register_fd(fd, mfd, 0, KVT_BUFFER_SHM, &idx), -EINVAL);
+	assert_int_equal(raw_register_fd(fd, mfd, 8192, KVT_BUFFER_SHM, &idx), -EINVAL);
+	assert_int_equal(raw_register_fd(fd, mfd, 4096, 9, &idx), -EOPNOTSUPP);
+	close(mfd);
+	int plain = memfd_create("p", 0); /* no MFD_ALLOW_SEALING: not sealable */
+	assert_int_equal(ftruncate(plain, 4096), 0);
+	assert_int_equal(raw_register_fd(fd, plain, 4096, KVT_BUFFER_SHM, &idx), -EINVAL);
+	close(plain);
+	int sealed = memfd_create("p", MFD_ALLOW_SEALING);
+	assert_int_equal(ftruncate(sealed, 4096), 0);
+	assert_int_equal(fcntl(sealed, F_ADD_SEALS, F_SEAL_WRITE), 0);
+	assert_int_equal(raw_register_fd(fd, sealed, 4096, KVT_BUFFER_SHM, &idx), -EPERM);
+	close(sealed);
+	int pipes[2];
+	assert_int_equal(pipe(pipes), 0);
+	assert_int_equal(raw_register_fd(fd, pipes[0], 4096, KVT_BUFFER_SHM, &idx), -EINVAL);
+	close(pipes[0]);
+	close(pipes[1]);
+	assert_int_equal(daemon_stat(d, "dataplane.rejected.bad_buffer"), 7);
+	/* The 257th buffer of a client: -ENOSPC. */
+	for (int i = 0; i < KVT_MAX_BUFFERS; i++)
+		raw_register(fd, 4096);
+	mfd = memfd_create("p", MFD_ALLOW_SEALING);
+	assert_int_equal(ftruncate(mfd, 4096), 0);
+	assert_int_equal(raw_register_fd(fd, mfd, 4096, KVT_BUFFER_SHM, &idx), -ENOSPC);
+	close(mfd);
+
+	/* A lease of another client: -ENOENT, as one that never was. */
+	struct kvt_client *other = client(d, "p", 4096, 1, 0, 0, 1);
+	struct staging s = staging(other, 8192);
+	store_range(other, &s, 0, 1, 4096);
+	uint64_t lease;
+	assert_int_equal(lookup_range(other, 0, 1, 10000, &lease), 1);
+	uint8_t rel[8];
+	struct wire_wr w = {rel, sizeof(rel), false};
+	wire_put_u64(&w, lease);
+	raw_send(fd, KVT_PROTO_MAGIC, KVT_OP_RELEASE, rel, 8, 8);
+	assert_int_equal(raw_status(fd), -ENOENT);
+	assert_int_equal(kvt_release(other, lease), 0);
+
+	/* A part shorter than the block is stored and loaded at its length. */
+	struct kvt_block b = {.key = test_key(7), .offset = 0, .length = 100};
+	test_fill(s.p, 100, 7);
+	assert_int_equal(kvt_store(other, s.index, &b, 1), 0);
+	assert_int_equal(b.status, 0);
+	b.length = 4096;
+	memset(s.p, 0, 4096);
+	assert_int_equal(kvt_load(other, s.index, &b, 1), 0);
+	assert_int_equal(b.status, 0);
+	assert_int_equal(b.length, 100);
+	assert_true(test_check(s.p, 100, 7));
+
+	/* A lane of this session from another process is refused. */
+	pid_t child = fork();
+	if (child == 0) {
+		int lane = raw_connect(d);
+		_exit(raw_hello_as(lane, "p", session, NULL) == -EPERM ? 0 : 1);
+	}
+	int status;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+	/* A scheduler names the namespace's block size and TP size; its rank is ignored. */
+	struct kvt_client *sched = client(d, "p", 4096, 1, 0, 1, 1);
+	assert_int_equal(lookup_range(sched, 0, 1, 0, NULL), 1);
+	kvt_client_close(sched);
+	struct kvt_client_options o = {.socket_path = d->socket, .model = "p", .block_bytes = 8192,
+				       .scheduler = 1};
+	struct kvt_client *wrong;
+	assert_int_equal(kvt_client_open(&o, &wrong), -KVT_ENSCONFLICT);
+	kvt_client_close(other);
+	close(fd);
+	stop(d);
+}
+
 static void test_client_killed_mid_load(void **state)
 {
 	(void)state;
@@ -662,6 +729,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_buffer_registered_by_path, teardown),
 		cmocka_unit_test_teardown(test_hostile_frames, teardown),
 		cmocka_unit_test_teardown(test_inflight_limit, teardown),
+		cmocka_unit_test_teardown(test_protocol_page_codes, teardown),
 		cmocka_unit_test_teardown(test_client_killed_mid_load, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
