@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -16,12 +17,14 @@ void copy_batch_finish_one(struct copy_engine *e, struct copy_batch *b)
 	if (atomic_fetch_sub_explicit(&b->pending, 1, memory_order_acq_rel) != 1)
 		return;
 	pthread_mutex_lock(&e->done_lock);
+	bool wake = !e->done; /* else a wake-up is pending: the reap takes the whole list */
 	b->next_done = e->done;
 	e->done = b;
 	pthread_mutex_unlock(&e->done_lock);
-	uint64_t one = 1;
-	/* The eventfd counter cannot overflow at one write per batch. */
-	(void)!write(e->eventfd, &one, sizeof(one));
+	if (wake) {
+		uint64_t one = 1;
+		(void)!write(e->eventfd, &one, sizeof(one));
+	}
 }
 
 void copy_batch_seal(struct copy_engine *e, struct copy_batch *b)

@@ -51,6 +51,8 @@ struct dp_conn {
 	bool hello_done;
 	bool dead;                 /* socket closed; waits for copies in flight */
 	bool retired;              /* off the live list; freed after the batch */
+	bool flush_queued;         /* on dp->flush_conns */
+	struct dp_conn *next_flush;
 	bool want_out;             /* EPOLLOUT armed */
 	uint32_t inflight;
 	int fds[DP_MAX_QUEUED_FDS];  /* received with SCM_RIGHTS, not yet used */
@@ -359,7 +361,7 @@ static void reply_status(struct dp_conn *c, uint16_t op, uint64_t id, int32_t st
 
 /*
  * A closed connection with no copy in flight leaves the live list and ends its
- * session's share; its memory waits for the batch to end (free_dead_conns), as
+ * session's share; its memory waits for the batch to end (after_batch), as
  * a later event of the same batch may still name it (loop.h).
  */
 static void conn_retire(struct dp_conn *c)
@@ -380,9 +382,32 @@ static void conn_retire(struct dp_conn *c)
 	dp->nconns--;
 }
 
-static void free_dead_conns(struct loop_hook *hook)
+static void conn_release_if_done(struct dp_conn *c);
+
+/* Completion replies go out once per batch: several finished copies, one send. */
+static void queue_flush(struct dp_conn *c)
 {
-	struct dp *dp = (struct dp *)((char *)hook - offsetof(struct dp, free_hook));
+	if (c->flush_queued || c->dead)
+		return;
+	c->flush_queued = true;
+	c->next_flush = c->dp->flush_conns;
+	c->dp->flush_conns = c;
+}
+
+/*
+ * After each batch (loop.h): the replies the batch's completions queued are
+ * sent, then the connections that died in it are freed.
+ */
+static void after_batch(struct loop_hook *hook)
+{
+	struct dp *dp = (struct dp *)((char *)hook - offsetof(struct dp, batch_hook));
+	while (dp->flush_conns) {
+		struct dp_conn *c = dp->flush_conns;
+		dp->flush_conns = c->next_flush;
+		c->flush_queued = false;
+		conn_flush(c);
+		conn_release_if_done(c);
+	}
 	while (dp->dead_conns) {
 		struct dp_conn *c = dp->dead_conns;
 		dp->dead_conns = c->next;
@@ -848,7 +873,7 @@ static void req_complete(struct dp *dp, struct dp_req *r)
 	buffers_put(r->buf);
 	c->inflight--;
 	free(r);
-	conn_flush(c);
+	queue_flush(c);
 	conn_release_if_done(c);
 }
 
@@ -1129,7 +1154,7 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struc
 {
 	memset(dp, 0, sizeof(*dp));
 	dp->loop = loop;
-	dp->free_hook.run = free_dead_conns;
+	dp->batch_hook.run = after_batch;
 	dp->l1 = l1;
 	dp->namespaces = namespaces;
 	dp->copy = copy;
@@ -1164,7 +1189,7 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struc
 		buffers_destroy(&dp->buffers);
 		return err;
 	}
-	loop_add_hook(loop, &dp->free_hook);
+	loop_add_hook(loop, &dp->batch_hook);
 	return 0;
 }
 
@@ -1194,7 +1219,7 @@ void dp_close(struct dp *dp)
 	loop_del(dp->loop, &dp->copy_src);
 	if (dp->gpu_copy)
 		loop_del(dp->loop, &dp->gpu_copy_src);
-	free_dead_conns(&dp->free_hook);
-	loop_remove_hook(dp->loop, &dp->free_hook);
+	after_batch(&dp->batch_hook);
+	loop_remove_hook(dp->loop, &dp->batch_hook);
 	buffers_destroy(&dp->buffers);
 }

@@ -36,7 +36,7 @@ struct dp_config {
 
 struct dp {
 	struct loop *loop;
-	struct loop_hook free_hook;  /* frees connections that died in the batch */
+	struct loop_hook batch_hook;  /* after each batch: flushes queued replies, frees the dead */
 	struct loop_source listen_src;
 	struct loop_source copy_src;
 	struct loop_source gpu_copy_src;
@@ -56,6 +56,7 @@ struct dp {
 	struct dp_session *sessions;
 	struct dp_conn *conns;
 	struct dp_conn *dead_conns;  /* closed, idle, freed after the batch (loop.h) */
+	struct dp_conn *flush_conns; /* with completion replies to send after the batch */
 	uint32_t nconns;
 	struct dp_stats stats;
 };

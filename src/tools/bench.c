@@ -3,10 +3,12 @@
  * kvtierd over L lanes with C requests in flight per lane, verifies every
  * byte loaded (block content derives from its key, so a wrong block shows),
  * times 64-key prefix lookups, and measures a one-thread and an all-threads
- * memcpy of the same bytes in the same run as the ceiling.
+ * memcpy of the same bytes in the same run as the ceiling. With --rounds R it
+ * stores and loads R sets of new keys, samples the ceiling after every phase,
+ * and reports medians: on a shared VM one sample of either swings by a third.
  *
  *   kvtier-bench --socket PATH [--block-size SIZE] [--blocks N] [--lanes L]
- *                [--inflight C] [--batch B] [--threads T] [--json]
+ *                [--inflight C] [--batch B] [--threads T] [--rounds R] [--json]
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -34,6 +36,7 @@ struct opts {
 	unsigned inflight;
 	unsigned batch;
 	unsigned threads;
+	unsigned rounds;
 	int json;
 	int no_warmup;
 };
@@ -229,25 +232,6 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Percentile p (0..100) of every lane's latencies, in microseconds. */
-static double percentile(struct lane_run *runs, unsigned lanes, double p)
-{
-	uint32_t n = 0;
-	for (unsigned i = 0; i < lanes; i++)
-		n += runs[i].nlat;
-	if (!n)
-		return 0;
-	double *all = malloc(n * sizeof(double));
-	uint32_t k = 0;
-	for (unsigned i = 0; i < lanes; i++)
-		for (uint32_t j = 0; j < runs[i].nlat; j++)
-			all[k++] = runs[i].lat[j];
-	qsort(all, n, sizeof(double), cmp_double);
-	double v = all[(uint32_t)((p / 100.0) * (n - 1))] * 1e6;
-	free(all);
-	return v;
-}
-
 /* 64-key chain lookups on lane 0, pipelined; returns keys/s. */
 static double lookups(struct kvt_client *c, const struct kvt_key *keys, uint32_t nkeys,
 		      double *p50_us, double *p99_us, int *all_hit)
@@ -300,13 +284,15 @@ static double lookups(struct kvt_client *c, const struct kvt_key *keys, uint32_t
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: kvtier-bench --socket PATH [--block-size SIZE] [--blocks N] [--lanes L]\n"
-		   "                    [--inflight C] [--batch B] [--threads T] [--no-warmup] [--json]\n"
+		   "                    [--inflight C] [--batch B] [--threads T] [--rounds R]\n"
+		   "                    [--no-warmup] [--json]\n"
 		   "  --block-size SIZE  bytes per block (default 2MiB)\n"
 		   "  --blocks N         blocks stored then loaded (default 256)\n"
 		   "  --lanes L          connections, one thread each (default 2)\n"
 		   "  --inflight C       requests in flight per lane (default 4)\n"
 		   "  --batch B          blocks per request (default 1)\n"
 		   "  --threads T        threads of the all-threads memcpy ceiling (default: CPUs)\n"
+		   "  --rounds R         store and load R sets of new keys; medians (default 1)\n"
 		   "  --no-warmup        skip the untimed store and load of other keys first\n"
 		   "                     (keeps the working set exact, e.g. for evict mode)\n"
 		   "  --json             end with one JSON line for scripts\n");
@@ -319,10 +305,11 @@ static int parse(int argc, char **argv, struct opts *o)
 		{"blocks", required_argument, NULL, 'n'}, {"lanes", required_argument, NULL, 'l'},
 		{"inflight", required_argument, NULL, 'c'}, {"batch", required_argument, NULL, 'B'},
 		{"threads", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
-		{"no-warmup", no_argument, NULL, 'W'}, {"help", no_argument, NULL, 'h'}, {0},
+		{"no-warmup", no_argument, NULL, 'W'}, {"rounds", required_argument, NULL, 'r'},
+		{"help", no_argument, NULL, 'h'}, {0},
 	};
 	*o = (struct opts){.block = 2u << 20, .blocks = 256, .lanes = 2, .inflight = 4, .batch = 1,
-			   .threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN)};
+			   .threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN), .rounds = 1};
 	int ch;
 	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (ch) {
@@ -338,6 +325,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 't': o->threads = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'j': o->json = 1; break;
 		case 'W': o->no_warmup = 1; break;
+		case 'r': o->rounds = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'h': usage(stdout); exit(0);
 		default: return -1;
 		}
@@ -345,9 +333,267 @@ static int parse(int argc, char **argv, struct opts *o)
 	if (!o->socket || o->block < 8 || o->block > UINT32_MAX || o->blocks == 0 ||
 	    o->lanes == 0 || o->lanes > 1024 || o->inflight == 0 || o->inflight > 4096 ||
 	    o->batch == 0 || o->batch > 4096 || o->threads == 0 || o->threads > 256 ||
-	    o->blocks < o->lanes)
+	    o->blocks < o->lanes || o->rounds == 0 || o->rounds > 1000)
 		return -1;
 	return 0;
+}
+
+/* A growing list of doubles: latencies, GB/s samples. */
+struct samples {
+	double *v;
+	uint32_t n, cap;
+};
+
+static void samples_add(struct samples *s, double x)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? 2 * s->cap : 256;
+		s->v = realloc(s->v, s->cap * sizeof(*s->v));
+	}
+	s->v[s->n++] = x;
+}
+
+/* Percentile p (0..100) of s (sorted in place). */
+static double samples_pct(struct samples *s, double p)
+{
+	if (!s->n)
+		return 0;
+	qsort(s->v, s->n, sizeof(double), cmp_double);
+	return s->v[(uint32_t)((p / 100.0) * (s->n - 1) + 0.5)];
+}
+
+/* Every lane's request latencies of the phase just run, in microseconds. */
+static void collect_latencies(const struct lane_run *runs, unsigned lanes, struct samples *s)
+{
+	for (unsigned i = 0; i < lanes; i++)
+		for (uint32_t j = 0; j < runs[i].nlat; j++)
+			samples_add(s, runs[i].lat[j] * 1e6);
+}
+
+/* The run's lanes, their two staging buffers each (stored from, loaded into), its keys. */
+struct bench {
+	const struct opts *o;
+	struct kvt_client *c;
+	uint64_t run_id;
+	struct lane_run *runs;
+	uint8_t **store_bufs, **load_bufs;
+	uint32_t *store_idx, *load_idx;
+	struct kvt_key *keys;       /* the current round's */
+};
+
+/* A prefix chain over tokens unique to this run and round (round ~0: the warm-up's). */
+static void make_keys(struct kvt_key *keys, uint32_t n, uint64_t run_id, unsigned round)
+{
+	int32_t tokens[16];
+	uint64_t salt = mix(run_id ^ round);
+	for (uint32_t i = 0; i < n; i++) {
+		for (int t = 0; t < 16; t++)
+			tokens[t] = (int32_t)(salt >> (t % 2 ? 32 : 0)) ^ (int32_t)(i * 16 + (uint32_t)t);
+		kvt_key_chain_next(i ? &keys[i - 1] : NULL, tokens, 16, &keys[i]);
+	}
+}
+
+/* Points every lane at its store (load: 0) or load (1) buffer and the round's keys. */
+static void use_buffers(struct bench *b, int load)
+{
+	for (unsigned i = 0; i < b->o->lanes; i++) {
+		b->runs[i].buffer = load ? b->load_idx[i] : b->store_idx[i];
+		b->runs[i].staging = load ? b->load_bufs[i] : b->store_bufs[i];
+		b->runs[i].keys = b->keys;
+		b->runs[i].failed = 0;
+	}
+}
+
+/* Fills the store buffers with the content of the current keys. */
+static void fill_store_buffers(struct bench *b)
+{
+	for (unsigned i = 0; i < b->o->lanes; i++)
+		for (uint32_t j = 0; j < b->runs[i].count; j++)
+			fill(b->store_bufs[i] + (uint64_t)j * b->o->block, b->o->block,
+			     &b->keys[b->runs[i].first + j]);
+}
+
+static int bench_setup(struct bench *b)
+{
+	const struct opts *o = b->o;
+	unsigned lanes = o->lanes;
+	b->keys = calloc(o->blocks, sizeof(*b->keys));
+	b->runs = calloc(lanes, sizeof(*b->runs));
+	b->store_bufs = calloc(lanes, sizeof(*b->store_bufs));
+	b->load_bufs = calloc(lanes, sizeof(*b->load_bufs));
+	b->store_idx = calloc(lanes, sizeof(*b->store_idx));
+	b->load_idx = calloc(lanes, sizeof(*b->load_idx));
+	uint32_t per = o->blocks / lanes;
+	for (unsigned i = 0; i < lanes; i++) {
+		b->runs[i] = (struct lane_run){.c = b->c, .lane = i, .o = o, .first = i * per,
+					       .count = i == lanes - 1 ? o->blocks - i * per : per};
+		b->runs[i].missing = calloc(b->runs[i].count, 1);
+		uint64_t size = (uint64_t)b->runs[i].count * o->block;
+		int rc;
+		if ((rc = kvt_buffer_create(b->c, size, (void **)&b->store_bufs[i], &b->store_idx[i])) ||
+		    (rc = kvt_buffer_create(b->c, size, (void **)&b->load_bufs[i], &b->load_idx[i]))) {
+			fprintf(stderr, "kvtier-bench: staging buffer of %" PRIu64 " bytes: %s\n",
+				size, kvt_strerror(rc));
+			return -1;
+		}
+		memset(b->load_bufs[i], 0, size); /* fault in */
+	}
+	return 0;
+}
+
+/*
+ * Staging buffers are registered once and reused for ever, so one untimed
+ * store and load of other keys puts them in that state.
+ */
+static void bench_warmup(struct bench *b)
+{
+	if (b->o->no_warmup)
+		return;
+	make_keys(b->keys, b->o->blocks, b->run_id, ~0u);
+	fill_store_buffers(b);
+	use_buffers(b, 0);
+	run_phase(b->runs, b->o->lanes, 0);
+	use_buffers(b, 1);
+	run_phase(b->runs, b->o->lanes, 1);
+}
+
+/* The all-threads (and one-thread) memcpy of the run's bytes, store buffers to load buffers. */
+static void ceiling(const struct bench *b, double *all, double *one)
+{
+	double bytes = (double)b->o->blocks * (double)b->o->block;
+	*all = 0;
+	if (one)
+		*one = 0;
+	for (unsigned i = 0; i < b->o->lanes; i++) {
+		size_t len = (size_t)b->runs[i].count * b->o->block;
+		*all += memcpy_gbps(b->load_bufs[i], b->store_bufs[i], len, b->o->threads) *
+			(double)len / bytes;
+		if (one)
+			*one += memcpy_gbps(b->load_bufs[i], b->store_bufs[i], len, 1) *
+				(double)len / bytes;
+	}
+}
+
+struct round_result {
+	double store_gbps, load_gbps;
+	double ceiling_after_store, ceiling_after_load, one_thread;
+	uint32_t missing;
+	int exact;
+};
+
+/* Whether every block loaded in this round is byte-exact; counts the missing ones. */
+static int check_round(struct bench *b, uint32_t *missing)
+{
+	int exact = 1;
+	*missing = 0;
+	for (unsigned i = 0; i < b->o->lanes; i++) {
+		struct lane_run *r = &b->runs[i];
+		exact &= !r->failed;
+		*missing += r->nmissing;
+		for (uint32_t j = 0; j < r->count && exact; j++)
+			exact = r->missing[j] || check(b->load_bufs[i] + (uint64_t)j * b->o->block,
+						       b->o->block, &b->keys[r->first + j]);
+	}
+	return exact;
+}
+
+/* One round: new keys stored (timed), the ceiling, loaded back (timed), checked, the ceiling. */
+static void bench_round(struct bench *b, unsigned round, struct round_result *res,
+			struct samples *store_lat, struct samples *load_lat)
+{
+	double bytes = (double)b->o->blocks * (double)b->o->block;
+	make_keys(b->keys, b->o->blocks, b->run_id, round);
+	fill_store_buffers(b);
+	use_buffers(b, 0);
+	res->store_gbps = bytes / run_phase(b->runs, b->o->lanes, 0) / 1e9;
+	collect_latencies(b->runs, b->o->lanes, store_lat);
+	int store_failed = 0;
+	for (unsigned i = 0; i < b->o->lanes; i++)
+		store_failed |= b->runs[i].failed;
+	ceiling(b, &res->ceiling_after_store, NULL);
+	use_buffers(b, 1);
+	res->load_gbps = bytes / run_phase(b->runs, b->o->lanes, 1) / 1e9;
+	collect_latencies(b->runs, b->o->lanes, load_lat);
+	res->exact = !store_failed && check_round(b, &res->missing);
+	ceiling(b, &res->ceiling_after_load, &res->one_thread);
+}
+
+static void bench_free(struct bench *b)
+{
+	for (unsigned i = 0; i < b->o->lanes; i++) {
+		munmap(b->store_bufs[i], (size_t)b->runs[i].count * b->o->block);
+		munmap(b->load_bufs[i], (size_t)b->runs[i].count * b->o->block);
+		free(b->runs[i].lat);
+		free(b->runs[i].missing);
+	}
+	free(b->keys);
+	free(b->runs);
+	free(b->store_bufs);
+	free(b->load_bufs);
+	free(b->store_idx);
+	free(b->load_idx);
+}
+
+/* The medians of every round, the text lines and the JSON line. */
+static void report(const struct opts *o, const struct round_result *res, struct samples *store_lat,
+		   struct samples *load_lat, double keys_per_s, double lk_p50, double lk_p99,
+		   uint32_t missing, int exact, int verified)
+{
+	struct samples st = {0}, ld = {0}, all = {0}, one = {0}, pair = {0}, sr = {0}, lr = {0};
+	for (unsigned r = 0; r < o->rounds; r++) {
+		samples_add(&pair, res[r].store_gbps / res[r].load_gbps);
+		/* Each phase against the ceiling sampled right after it: the machine of that moment. */
+		samples_add(&sr, res[r].store_gbps / res[r].ceiling_after_store);
+		samples_add(&lr, res[r].load_gbps / res[r].ceiling_after_load);
+		samples_add(&st, res[r].store_gbps);
+		samples_add(&ld, res[r].load_gbps);
+		samples_add(&all, res[r].ceiling_after_store);
+		samples_add(&all, res[r].ceiling_after_load);
+		samples_add(&one, res[r].one_thread);
+	}
+	double store_gbps = samples_pct(&st, 50), load_gbps = samples_pct(&ld, 50);
+	double ceil_all = samples_pct(&all, 50), ceil_one = samples_pct(&one, 50);
+	double store_over_load = samples_pct(&pair, 50);
+	double store_ratio = samples_pct(&sr, 50), load_ratio = samples_pct(&lr, 50);
+	double store_p50 = samples_pct(store_lat, 50), store_p99 = samples_pct(store_lat, 99);
+	double load_p50 = samples_pct(load_lat, 50), load_p99 = samples_pct(load_lat, 99);
+	printf("kvtier-bench: %u blocks of %" PRIu64 " bytes, %u lanes, %u in flight per lane, %u per request, %u rounds (medians)\n",
+	       o->blocks, o->block, o->lanes, o->inflight, o->batch, o->rounds);
+	printf("  store   %7.2f GB/s  (%.2f of all-threads memcpy)  p50 %.0f us  p99 %.0f us\n",
+	       store_gbps, store_ratio, store_p50, store_p99);
+	printf("  load    %7.2f GB/s  (%.2f of all-threads memcpy)  p50 %.0f us  p99 %.0f us\n",
+	       load_gbps, load_ratio, load_p50, load_p99);
+	printf("  store/load %.2f (median of the rounds' pairs)\n", store_over_load);
+	printf("  lookup  %7.2f M keys/s (64-key chains)  p50 %.0f us  p99 %.0f us\n",
+	       keys_per_s / 1e6, lk_p50, lk_p99);
+	printf("  memcpy  %7.2f GB/s one thread, %.2f GB/s %u threads (ceiling; %u samples, %.2f..%.2f)\n",
+	       ceil_one, ceil_all, o->threads, all.n, all.v[0], all.v[all.n - 1]);
+	if (missing)
+		printf("  missing: %u blocks the daemon no longer held (evicted or dropped)\n", missing);
+	printf("  verified: %s\n", verified ? "every byte"
+				       : exact ? "NO: missing data (what loaded is byte-exact)"
+					       : "NO: wrong data");
+	if (o->json)
+		printf("{\"block_bytes\": %" PRIu64 ", \"blocks\": %u, \"lanes\": %u, \"inflight\": %u, "
+		       "\"batch\": %u, \"rounds\": %u, \"store_gbps\": %.3f, \"load_gbps\": %.3f, "
+		       "\"store_ratio\": %.3f, \"load_ratio\": %.3f, \"store_over_load\": %.3f, "
+		       "\"memcpy_1t_gbps\": %.3f, "
+		       "\"memcpy_all_gbps\": %.3f, \"memcpy_threads\": %u, \"store_p50_us\": %.1f, "
+		       "\"store_p99_us\": %.1f, \"load_p50_us\": %.1f, \"load_p99_us\": %.1f, "
+		       "\"lookup_keys_per_s\": %.0f, \"lookup_p50_us\": %.1f, \"lookup_p99_us\": %.1f, "
+		       "\"missing\": %u, \"exact\": %s, \"verified\": %s}\n",
+		       o->block, o->blocks, o->lanes, o->inflight, o->batch, o->rounds, store_gbps,
+		       load_gbps, store_ratio, load_ratio, store_over_load, ceil_one,
+		       ceil_all,
+		       o->threads, store_p50, store_p99, load_p50, load_p99, keys_per_s, lk_p50,
+		       lk_p99, missing, exact ? "true" : "false", verified ? "true" : "false");
+	free(st.v);
+	free(ld.v);
+	free(all.v);
+	free(one.v);
+	free(pair.v);
+	free(sr.v);
+	free(lr.v);
 }
 
 int main(int argc, char **argv)
@@ -373,148 +619,28 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvtier-bench: connect %s: %s\n", o.socket, kvt_strerror(rc));
 		return 1;
 	}
-	/* A prefix chain over tokens unique to this run. */
-	struct kvt_key *keys = calloc(o.blocks, sizeof(*keys));
-	int32_t tokens[16];
-	for (uint32_t i = 0; i < o.blocks; i++) {
-		for (int t = 0; t < 16; t++)
-			tokens[t] = (int32_t)(run_id >> (t % 2 ? 32 : 0)) ^ (int32_t)(i * 16 + (uint32_t)t);
-		kvt_key_chain_next(i ? &keys[i - 1] : NULL, tokens, 16, &keys[i]);
-	}
-	struct lane_run *runs = calloc(o.lanes, sizeof(*runs));
-	uint32_t per = o.blocks / o.lanes;
-	uint8_t **load_bufs = calloc(o.lanes, sizeof(*load_bufs));
-	uint32_t *load_idx = calloc(o.lanes, sizeof(*load_idx));
-	for (unsigned i = 0; i < o.lanes; i++) {
-		runs[i] = (struct lane_run){.c = c, .lane = i, .o = &o, .keys = keys,
-					    .first = i * per,
-					    .count = i == o.lanes - 1 ? o.blocks - i * per : per};
-		runs[i].missing = calloc(runs[i].count, 1);
-		uint64_t size = (uint64_t)runs[i].count * o.block;
-		void *addr;
-		if ((rc = kvt_buffer_create(c, size, &addr, &runs[i].buffer)) ||
-		    (rc = kvt_buffer_create(c, size, (void **)&load_bufs[i], &load_idx[i]))) {
-			fprintf(stderr, "kvtier-bench: staging buffer of %" PRIu64 " bytes: %s\n",
-				size, kvt_strerror(rc));
-			return 1;
-		}
-		runs[i].staging = addr;
-		for (uint32_t j = 0; j < runs[i].count; j++)
-			fill(runs[i].staging + (uint64_t)j * o.block, o.block, &keys[runs[i].first + j]);
-		memset(load_bufs[i], 0, size); /* fault in; a stale byte cannot pass */
-	}
-	double bytes = (double)o.blocks * (double)o.block;
-	/* Warm-up: staging buffers are registered once and reused for ever, so
-	 * one untimed store and load of other keys puts them in that state. */
-	struct kvt_key *warm = calloc(o.blocks, sizeof(*warm));
-	for (uint32_t i = 0; i < o.blocks; i++) {
-		warm[i] = keys[i];
-		warm[i].bytes[15] ^= 0x5a;
-	}
-	for (int op = 0; op < (o.no_warmup ? 0 : 2); op++) {
-		for (unsigned i = 0; i < o.lanes; i++) {
-			runs[i].keys = warm;
-			if (op == 1) {
-				uint32_t b = runs[i].buffer;
-				runs[i].buffer = load_idx[i];
-				load_idx[i] = b;
-			}
-		}
-		run_phase(runs, o.lanes, op);
-	}
-	for (unsigned i = 0; i < o.lanes; i++) {
-		if (!o.no_warmup) { /* the warm-up's load swapped the buffers: swap back */
-			uint32_t b = runs[i].buffer;
-			runs[i].buffer = load_idx[i];
-			load_idx[i] = b;
-		}
-		runs[i].keys = keys;
-		runs[i].failed = 0;
-	}
-	free(warm);
-	double store_s = run_phase(runs, o.lanes, 0);
-	int failed = 0;
-	for (unsigned i = 0; i < o.lanes; i++)
-		failed |= runs[i].failed;
-	double store_p50 = percentile(runs, o.lanes, 50), store_p99 = percentile(runs, o.lanes, 99);
-	uint32_t *store_idx = calloc(o.lanes, sizeof(*store_idx));
-	uint8_t **store_bufs = calloc(o.lanes, sizeof(*store_bufs));
-	for (unsigned i = 0; i < o.lanes; i++) {
-		store_idx[i] = runs[i].buffer;
-		store_bufs[i] = runs[i].staging;
-		runs[i].buffer = load_idx[i];
-		runs[i].staging = load_bufs[i];
-	}
-	double load_s = run_phase(runs, o.lanes, 1);
-	for (unsigned i = 0; i < o.lanes; i++)
-		failed |= runs[i].failed;
-	double load_p50 = percentile(runs, o.lanes, 50), load_p99 = percentile(runs, o.lanes, 99);
-	/* Every block loaded must be byte-exact; missing ones are counted apart. */
-	int exact = !failed;
+	struct bench b = {.o = &o, .c = c, .run_id = run_id};
+	if (bench_setup(&b))
+		return 1;
+	bench_warmup(&b);
+	struct round_result *res = calloc(o.rounds, sizeof(*res));
+	struct samples store_lat = {0}, load_lat = {0};
+	int exact = 1;
 	uint32_t missing = 0;
-	for (unsigned i = 0; i < o.lanes; i++) {
-		missing += runs[i].nmissing;
-		for (uint32_t j = 0; j < runs[i].count && exact; j++)
-			exact = runs[i].missing[j] ||
-				check(load_bufs[i] + (uint64_t)j * o.block, o.block,
-				      &keys[runs[i].first + j]);
+	for (unsigned r = 0; r < o.rounds; r++) {
+		bench_round(&b, r, &res[r], &store_lat, &load_lat);
+		exact &= res[r].exact;
+		missing += res[r].missing;
 	}
-	int verified = exact && !missing;
 	double lk_p50, lk_p99;
 	int all_hit;
-	double keys_per_s = lookups(c, keys, o.blocks, &lk_p50, &lk_p99, &all_hit);
-	verified = verified && all_hit;
-
-	/* The ceilings: the same bytes, staging to staging, lane by lane. */
-	double one = 0, all = 0;
-	for (unsigned i = 0; i < o.lanes; i++) {
-		size_t len = (size_t)runs[i].count * o.block;
-		one += memcpy_gbps(load_bufs[i], store_bufs[i], len, 1) * (double)len;
-		all += memcpy_gbps(load_bufs[i], store_bufs[i], len, o.threads) * (double)len;
-	}
-	one /= bytes;
-	all /= bytes;
-	double store_gbps = bytes / store_s / 1e9, load_gbps = bytes / load_s / 1e9;
-
-	printf("kvtier-bench: %u blocks of %" PRIu64 " bytes, %u lanes, %u in flight per lane, %u per request\n",
-	       o.blocks, o.block, o.lanes, o.inflight, o.batch);
-	printf("  store   %7.2f GB/s  (%.2f of all-threads memcpy)  p50 %.0f us  p99 %.0f us\n",
-	       store_gbps, store_gbps / all, store_p50, store_p99);
-	printf("  load    %7.2f GB/s  (%.2f of all-threads memcpy)  p50 %.0f us  p99 %.0f us\n",
-	       load_gbps, load_gbps / all, load_p50, load_p99);
-	printf("  lookup  %7.2f M keys/s (64-key chains)  p50 %.0f us  p99 %.0f us\n",
-	       keys_per_s / 1e6, lk_p50, lk_p99);
-	printf("  memcpy  %7.2f GB/s one thread, %.2f GB/s %u threads (ceiling)\n", one, all,
-	       o.threads);
-	if (missing)
-		printf("  missing: %u blocks the daemon no longer held (evicted or dropped)\n", missing);
-	printf("  verified: %s\n", verified ? "every byte"
-				       : exact ? "NO: missing data (what loaded is byte-exact)"
-					       : "NO: wrong data");
-	if (o.json)
-		printf("{\"block_bytes\": %" PRIu64 ", \"blocks\": %u, \"lanes\": %u, \"inflight\": %u, "
-		       "\"batch\": %u, \"store_gbps\": %.3f, \"load_gbps\": %.3f, \"store_ratio\": %.3f, "
-		       "\"load_ratio\": %.3f, \"memcpy_1t_gbps\": %.3f, \"memcpy_all_gbps\": %.3f, "
-		       "\"memcpy_threads\": %u, \"store_p50_us\": %.1f, \"store_p99_us\": %.1f, "
-		       "\"load_p50_us\": %.1f, \"load_p99_us\": %.1f, \"lookup_keys_per_s\": %.0f, "
-		       "\"lookup_p50_us\": %.1f, \"lookup_p99_us\": %.1f, \"missing\": %u, "
-		       "\"exact\": %s, \"verified\": %s}\n",
-		       o.block, o.blocks, o.lanes, o.inflight, o.batch, store_gbps, load_gbps,
-		       store_gbps / all, load_gbps / all, one, all, o.threads, store_p50, store_p99,
-		       load_p50, load_p99, keys_per_s, lk_p50, lk_p99, missing, exact ? "true" : "false",
-		       verified ? "true" : "false");
-	for (unsigned i = 0; i < o.lanes; i++) {
-		munmap(store_bufs[i], (size_t)runs[i].count * o.block);
-		munmap(load_bufs[i], (size_t)runs[i].count * o.block);
-		free(runs[i].lat);
-		free(runs[i].missing);
-	}
+	double keys_per_s = lookups(c, b.keys, o.blocks, &lk_p50, &lk_p99, &all_hit);
+	int verified = exact && !missing && all_hit;
+	report(&o, res, &store_lat, &load_lat, keys_per_s, lk_p50, lk_p99, missing, exact, verified);
+	free(res);
+	free(store_lat.v);
+	free(load_lat.v);
+	bench_free(&b);
 	kvt_client_close(c);
-	free(keys);
-	free(runs);
-	free(load_bufs);
-	free(load_idx);
-	free(store_idx);
-	free(store_bufs);
 	return verified ? 0 : 1;
 }
