@@ -25,6 +25,7 @@
 #include "kvtier/kvtier.h"
 #include "kvtier/protocol.h"
 #include "client_internal.h"
+#include "replies.h"
 #include "wire.h"
 
 #define SLOT_BITS 16
@@ -132,57 +133,24 @@ static int lane_send(struct lane *l, struct slot *slot, size_t len, int pass_fd)
 
 /* --- receiving --- */
 
-static void finish_transfer(struct slot *slot, const uint8_t *p, size_t len)
-{
-	struct wire_rd r = {p, len, false};
-	uint32_t n = wire_u32(&r);
-	(void)wire_u32(&r);
-	if (n != slot->nblocks) {
-		slot->status = -EBADMSG;
-		return;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		slot->blocks[i].status = (int32_t)wire_u32(&r);
-		uint32_t length = wire_u32(&r);
-		if (slot->op == KVT_OP_LOAD && slot->blocks[i].status == 0)
-			slot->blocks[i].length = length;
-	}
-	if (r.bad)
-		slot->status = -EBADMSG;
-}
-
-static void finish_lookup(struct slot *slot, const uint8_t *p, size_t len)
-{
-	struct kvt_lookup *lk = slot->lookup;
-	struct wire_rd r = {p, len, false};
-	lk->hits = wire_u32(&r);
-	uint32_t n = wire_u32(&r);
-	lk->lease_id = wire_u64(&r);
-	const uint8_t *tiers = wire_take(&r, n);
-	if (r.bad || n != lk->nkeys) {
-		slot->status = -EBADMSG;
-		return;
-	}
-	memcpy(lk->tiers, tiers, n);
-}
-
 static void finish(struct lane *l, const struct wire_hdr *h, const uint8_t *p)
 {
 	uint32_t s = (uint32_t)(h->id & SLOT_MASK);
 	if (s >= l->nslots || l->slots[s].id != h->id || l->slots[s].state != SLOT_WAITING)
 		return; /* not ours: ignore */
 	struct slot *slot = &l->slots[s];
-	slot->status = h->status;
+	slot->status = h->status > 0 ? -EBADMSG : h->status;
 	if (h->status == 0) {
 		if (slot->op == KVT_OP_STORE || slot->op == KVT_OP_LOAD)
-			finish_transfer(slot, p, h->length);
+			slot->status = kvt__decode_transfer_reply(p, h->length, slot->op == KVT_OP_LOAD,
+								  slot->blocks, slot->nblocks);
 		else if (slot->op == KVT_OP_LOOKUP)
-			finish_lookup(slot, p, h->length);
-		else if (slot->reply) {
-			size_t n = h->length < slot->reply_len ? h->length : slot->reply_len;
-			memcpy(slot->reply, p, n);
-			slot->reply_len = n;
-		}
+			slot->status = kvt__decode_lookup_reply(p, h->length, slot->lookup);
+		else if (slot->reply)
+			slot->status = kvt__decode_fixed_reply(p, h->length, slot->reply,
+							       slot->reply_len);
+		else if (h->length) /* PING, UNREGISTER, RELEASE answer nothing */
+			slot->status = -EBADMSG;
 	}
 	slot->state = SLOT_DONE;
 }

@@ -18,24 +18,10 @@
 #include "settings.h"
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
-#define LEASE_MAX_MS_LIMIT 3600000
-
-static int fail(struct api_error *err, unsigned status, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int fail(struct api_error *err, unsigned status, const char *code, const char *fmt, ...)
-{
-	err->status = status;
-	err->code = code;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err->message, sizeof(err->message), fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 static int loop_failed(struct api_error *err, int rc)
 {
-	return fail(err, 503, "unavailable", "the daemon is stopping (%s)", kvt_strerror(rc));
+	return api_fail(err, 503, "unavailable", "the daemon is stopping (%s)", kvt_strerror(rc));
 }
 
 /* --- /v1/stats --- */
@@ -166,18 +152,11 @@ static json_t *get_tiers(struct http_ctx *ctx)
 
 /* --- /v1/policy --- */
 
-struct policy {
-	bool evict;                 /* mode evict; else l1-only */
-	double high, low;
-	uint32_t lease_max_ms;
-	uint32_t lease_default_ms;
-};
-
 struct policy_call {
 	struct l1 *l1;
 	struct dp *dp;
 	struct l2svc *l2;           /* NULL without L2 */
-	struct policy p;
+	struct api_policy p;
 	bool set;
 };
 
@@ -197,12 +176,12 @@ static int policy_on_loop(void *arg)
 				l2svc_set_evict(pc->l2, pc->p.evict);
 		}
 	}
-	pc->p = (struct policy){pc->dp->l2_evict, pc->l1->high_watermark, pc->l1->low_watermark,
+	pc->p = (struct api_policy){pc->dp->l2_evict, pc->l1->high_watermark, pc->l1->low_watermark,
 				pc->l1->max_lease_ms, pc->dp->lease_default_ms};
 	return rc;
 }
 
-static json_t *policy_json(const struct policy *p)
+static json_t *policy_json(const struct api_policy *p)
 {
 	return json_pack("{s:s,s:{s:{s:f,s:f}},s:I,s:I}", "mode", p->evict ? "evict" : "l1-only",
 			 "tiers", "l1",
@@ -221,91 +200,6 @@ static int get_policy(struct http_ctx *ctx, json_t **out, struct api_error *err)
 	return 0;
 }
 
-/* Fails on the first key of obj not in allowed (NULL-terminated). */
-static int only_keys(json_t *obj, const char *where, const char *const *allowed,
-		     struct api_error *err)
-{
-	const char *key;
-	json_t *v;
-	json_object_foreach(obj, key, v) {
-		bool known = false;
-		for (const char *const *a = allowed; *a; a++)
-			known |= strcmp(*a, key) == 0;
-		if (!known)
-			return fail(err, 400, "invalid_field", "%s%s: unknown field", where, key);
-	}
-	return 0;
-}
-
-static int take_fraction(json_t *obj, const char *key, const char *where, double *out,
-			 struct api_error *err)
-{
-	json_t *v = json_object_get(obj, key);
-	if (!v)
-		return 0;
-	if (!json_is_number(v) || json_number_value(v) <= 0 || json_number_value(v) > 1)
-		return fail(err, 400, "invalid_field", "%s%s: must be a number in (0, 1]", where,
-			    key);
-	*out = json_number_value(v);
-	return 0;
-}
-
-static int parse_policy(json_t *body, bool have_l2, struct policy *p, struct api_error *err)
-{
-	static const char *const top[] = {"mode", "tiers", "lease_max_ms", "lease_default_ms", NULL};
-	static const char *const tiers[] = {"l1", NULL};
-	static const char *const l1[] = {"high_watermark", "low_watermark", NULL};
-	if (!json_is_object(body))
-		return fail(err, 400, "invalid_body", "the body must be a JSON object");
-	if (only_keys(body, "", top, err))
-		return -1;
-	json_t *mode = json_object_get(body, "mode");
-	if (mode && !json_is_string(mode))
-		return fail(err, 400, "invalid_field", "mode: must be \"evict\" or \"l1-only\"");
-	bool evict = mode && strcmp(json_string_value(mode), "evict") == 0;
-	if (mode && !evict && strcmp(json_string_value(mode), "l1-only") != 0)
-		return fail(err, 400, "invalid_field", "mode: must be \"evict\" or \"l1-only\"");
-	if (evict && !have_l2)
-		return fail(err, 409, "no_l2",
-			    "mode: evict needs an L2 tier, and this kvtierd has none (no --l2-path)");
-	if (mode)
-		p->evict = evict;
-	json_t *t = json_object_get(body, "tiers");
-	if (t && (!json_is_object(t) || only_keys(t, "tiers.", tiers, err)))
-		return err->status ? -1 : fail(err, 400, "invalid_field", "tiers: must be an object");
-	json_t *t1 = t ? json_object_get(t, "l1") : NULL;
-	if (t1 && (!json_is_object(t1) || only_keys(t1, "tiers.l1.", l1, err)))
-		return err->status ? -1
-				   : fail(err, 400, "invalid_field", "tiers.l1: must be an object");
-	if (t1 && (take_fraction(t1, "high_watermark", "tiers.l1.", &p->high, err) ||
-		   take_fraction(t1, "low_watermark", "tiers.l1.", &p->low, err)))
-		return -1;
-	static const char *const lease_keys[] = {"lease_max_ms", "lease_default_ms"};
-	uint32_t *lease_fields[] = {&p->lease_max_ms, &p->lease_default_ms};
-	for (int i = 0; i < 2; i++) {
-		json_t *v = json_object_get(body, lease_keys[i]);
-		if (v && (!json_is_integer(v) || json_integer_value(v) < 1 ||
-			  json_integer_value(v) > LEASE_MAX_MS_LIMIT))
-			return fail(err, 400, "invalid_field", "%s: must be an integer in 1..%d",
-				    lease_keys[i], LEASE_MAX_MS_LIMIT);
-		if (v)
-			*lease_fields[i] = (uint32_t)json_integer_value(v);
-	}
-	switch (kvtd_check_rules(p->high, p->low, p->lease_default_ms, p->lease_max_ms)) {
-	case KVTD_RULE_WATERMARK_ORDER:
-		return fail(err, 400, "invalid_field",
-			    "tiers.l1.low_watermark: %.3g must be below high_watermark %.3g",
-			    p->low, p->high);
-	case KVTD_RULE_LEASE_ORDER:
-		return fail(err, 400, "invalid_field",
-			    "lease_default_ms: %u must not be longer than lease_max_ms %u",
-			    p->lease_default_ms, p->lease_max_ms);
-	case KVTD_RULES_HOLD:
-		break;
-	}
-	return 0;
-}
-
 static int put_policy(struct http_ctx *ctx, json_t *body, json_t **out, struct api_error *err)
 {
 	/* Read the current policy, merge the body into it, then apply: a body
@@ -314,14 +208,14 @@ static int put_policy(struct http_ctx *ctx, json_t *body, json_t **out, struct a
 	int rc = loopcall_run(ctx->calls, policy_on_loop, &pc);
 	if (rc)
 		return loop_failed(err, rc);
-	if (parse_policy(body, ctx->l2 != NULL, &pc.p, err))
+	if (api_parse_policy(body, ctx->l2 != NULL, &pc.p, err))
 		return -1;
 	pc.set = true;
 	rc = loopcall_run(ctx->calls, policy_on_loop, &pc);
 	if (rc == -EINVAL)
-		return fail(err, 400, "invalid_field", "tiers.l1: watermarks out of order");
+		return api_fail(err, 400, "invalid_field", "tiers.l1: watermarks out of order");
 	if (rc == -EAGAIN)
-		return fail(err, 409, "l2_not_ready",
+		return api_fail(err, 409, "l2_not_ready",
 			    "mode: L2 is still rebuilding its index, or failed; see /v1/tiers");
 	if (rc)
 		return loop_failed(err, rc);
@@ -395,27 +289,16 @@ static int evict_on_loop(void *arg)
 static int post_evict(struct http_ctx *ctx, const char *tier, json_t *body, json_t **out,
 		      struct api_error *err)
 {
-	static const char *const keys[] = {"bytes", "all", NULL};
 	bool l2 = strcmp(tier, "l2") == 0 && ctx->l2;
 	if (strcmp(tier, "l1") != 0 && !l2)
-		return fail(err, 404, "not_found", "no tier named \"%s\" (tiers: l1%s)", tier,
-			    ctx->l2 ? ", l2" : "");
-	if (!json_is_object(body))
-		return fail(err, 400, "invalid_body", "the body must be a JSON object");
-	if (only_keys(body, "", keys, err))
-		return -1;
-	json_t *bytes = json_object_get(body, "bytes"), *all = json_object_get(body, "all");
+		return api_fail(err, 404, "not_found", "no tier named \"%s\" (tiers: l1%s)", tier,
+				ctx->l2 ? ", l2" : "");
 	struct evict_call ec = {.l1 = ctx->l1, .l2 = l2 ? ctx->l2 : NULL, .lower = ctx->l2};
-	if (bytes && !all && json_is_integer(bytes) && json_integer_value(bytes) > 0)
-		ec.bytes = (uint64_t)json_integer_value(bytes);
-	else if (all && !bytes && json_is_true(all))
-		ec.bytes = UINT64_MAX;
-	else
-		return fail(err, 400, "invalid_field",
-			    "give either \"bytes\": a positive integer, or \"all\": true");
+	if (api_parse_evict(body, &ec.bytes, err))
+		return -1;
 	int rc = loopcall_run(ctx->calls, evict_on_loop, &ec);
 	if (rc == -EAGAIN)
-		return fail(err, 409, "l2_not_ready", "L2 is still rebuilding its index, or failed");
+		return api_fail(err, 409, "l2_not_ready", "L2 is still rebuilding its index, or failed");
 	if (rc)
 		return loop_failed(err, rc);
 	*out = json_pack("{s:s,s:I,s:b}", "tier", tier, "evicted_bytes", (json_int_t)ec.freed,
@@ -457,10 +340,6 @@ static int get_list(struct http_ctx *ctx, const char *name,
 	*out = json_pack("{s:o}", name, lc.list);
 	return 0;
 }
-
-static bool parse_path_id(const char *text, uint32_t *id);
-static int only_keys(json_t *obj, const char *where, const char *const *allowed,
-		     struct api_error *err);
 
 /* One namespace as GET /v1/namespaces and PUT /v1/namespaces/{id} show it (loop thread). */
 static json_t *namespace_json(struct http_ctx *ctx, const struct kvt_ns *ns)
@@ -534,8 +413,7 @@ int api_namespace_usage(struct http_ctx *ctx, struct metrics_ns **out, uint32_t 
 struct ns_quota_call {
 	struct http_ctx *ctx;
 	uint32_t id;
-	bool set_l1, set_l2;
-	uint64_t l1, l2;
+	struct api_quota q;
 	uint64_t min_l1;            /* out: one slot, when l1 is refused */
 	json_t *result;
 };
@@ -547,10 +425,10 @@ static int ns_quota_on_loop(void *arg)
 	if (!ns)
 		return -ENOENT;
 	qc->min_l1 = ns->l1_class ? ns->l1_class->slot_size : 0;
-	if (qc->set_l1 && l1_ns_set_quota(qc->ctx->l1, ns, qc->l1))
+	if (qc->q.set_l1 && l1_ns_set_quota(qc->ctx->l1, ns, qc->q.l1))
 		return -ERANGE;
-	if (qc->set_l2) {
-		ns->l2_quota = qc->l2;
+	if (qc->q.set_l2) {
+		ns->l2_quota = qc->q.l2;
 		if (qc->ctx->l2 && qc->ctx->l2->started)
 			l2_ns_trim(&qc->ctx->l2->l2, ns);
 	}
@@ -558,47 +436,21 @@ static int ns_quota_on_loop(void *arg)
 	return 0;
 }
 
-/* A byte count: an integer >= 0, or a size string ("8GiB"). */
-static int take_bytes(json_t *obj, const char *key, bool *set, uint64_t *out,
-		      struct api_error *err)
-{
-	json_t *v = json_object_get(obj, key);
-	*set = v != NULL;
-	if (!v)
-		return 0;
-	if (json_is_integer(v) && json_integer_value(v) >= 0) {
-		*out = (uint64_t)json_integer_value(v);
-		return 0;
-	}
-	if (json_is_string(v) && kvt_parse_size(json_string_value(v), out) == 0)
-		return 0;
-	return fail(err, 400, "invalid_field",
-		    "%s: must be bytes (an integer >= 0) or a size such as \"4GiB\"; 0 removes the quota",
-		    key);
-}
-
 static int put_namespace(struct http_ctx *ctx, const char *id_text, json_t *body, json_t **out,
 			 struct api_error *err)
 {
-	static const char *const keys[] = {"l1_quota_bytes", "l2_quota_bytes", NULL};
 	struct ns_quota_call qc = {.ctx = ctx};
-	if (!parse_path_id(id_text, &qc.id) || qc.id == 0)
-		return fail(err, 404, "not_found", "no namespace with id \"%s\"", id_text);
-	if (!json_is_object(body))
-		return fail(err, 400, "invalid_body", "the body must be a JSON object");
-	if (only_keys(body, "", keys, err) ||
-	    take_bytes(body, "l1_quota_bytes", &qc.set_l1, &qc.l1, err) ||
-	    take_bytes(body, "l2_quota_bytes", &qc.set_l2, &qc.l2, err))
+	if (!api_parse_path_id(id_text, &qc.id) || qc.id == 0)
+		return api_fail(err, 404, "not_found", "no namespace with id \"%s\"", id_text);
+	if (api_parse_quota(body, ctx->l2 != NULL, &qc.q, err))
 		return -1;
-	if (qc.set_l2 && !ctx->l2 && qc.l2)
-		return fail(err, 409, "no_l2", "l2_quota_bytes: this kvtierd has no L2 tier");
 	int rc = loopcall_run(ctx->calls, ns_quota_on_loop, &qc);
 	if (rc == -ENOENT)
-		return fail(err, 404, "not_found", "no namespace with id %u", qc.id);
+		return api_fail(err, 404, "not_found", "no namespace with id %u", qc.id);
 	if (rc == -ERANGE)
-		return fail(err, 400, "invalid_field",
+		return api_fail(err, 400, "invalid_field",
 			    "l1_quota_bytes: %llu is less than one block slot (%llu bytes); use 0 "
-			    "for no quota", (unsigned long long)qc.l1, (unsigned long long)qc.min_l1);
+			    "for no quota", (unsigned long long)qc.q.l1, (unsigned long long)qc.min_l1);
 	if (rc)
 		return loop_failed(err, rc);
 	*out = qc.result;
@@ -637,33 +489,21 @@ static int ns_drop_on_loop(void *arg)
 	return 0;
 }
 
-/* The decimal id at the end of a path ("/v1/buffers/12"). */
-static bool parse_path_id(const char *text, uint32_t *id)
-{
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(text, &end, 10);
-	if (!*text || *text == '-' || *end || errno || v > UINT32_MAX)
-		return false;
-	*id = (uint32_t)v;
-	return true;
-}
-
 static int delete_namespace(struct http_ctx *ctx, const char *id_text, json_t **out,
 			    struct api_error *err)
 {
 	uint32_t id;
-	if (!parse_path_id(id_text, &id) || id == 0)
-		return fail(err, 404, "not_found", "no namespace with id \"%s\"", id_text);
+	if (!api_parse_path_id(id_text, &id) || id == 0)
+		return api_fail(err, 404, "not_found", "no namespace with id \"%s\"", id_text);
 	struct ns_drop_call dc = {.ctx = ctx, .id = id};
 	int rc = loopcall_run(ctx->calls, ns_drop_on_loop, &dc);
 	if (rc == -ENOENT)
-		return fail(err, 404, "not_found", "no namespace with id %u", id);
+		return api_fail(err, 404, "not_found", "no namespace with id %u", id);
 	if (rc == -EBUSY && dc.connections)
-		return fail(err, 409, "in_use", "namespace %u has %u client connections", id,
+		return api_fail(err, 409, "in_use", "namespace %u has %u client connections", id,
 			    dc.connections);
 	if (rc == -EBUSY)
-		return fail(err, 409, "in_use",
+		return api_fail(err, 409, "in_use",
 			    "namespace %u: %llu blocks are still being copied; try again", id,
 			    (unsigned long long)dc.pinned);
 	if (rc)
@@ -699,29 +539,24 @@ static void fill_buffers(struct http_ctx *ctx, json_t *list)
 
 struct buffer_call {
 	struct http_ctx *ctx;
-	pid_t pid;
-	const char *path;
-	uint64_t size;
+	struct api_buffer b;
 	uint32_t index;
-	uint8_t device_uuid[KVT_UUID_BYTES];   /* cuda_ipc */
-	uint8_t handle[KVT_IPC_HANDLE_BYTES];
-	uint64_t offset;
 };
 
 static int register_on_loop(void *arg)
 {
 	struct buffer_call *bc = arg;
-	return buffers_register_path(&bc->ctx->dp->buffers, bc->pid, bc->path, bc->size);
+	return buffers_register_path(&bc->ctx->dp->buffers, bc->b.pid, bc->b.path, bc->b.size);
 }
 
 static int register_ipc_on_loop(void *arg)
 {
 	struct buffer_call *bc = arg;
 	struct gpu_mem m;
-	int err = gpu_open_ipc(bc->device_uuid, bc->handle, bc->offset, bc->size, &m);
+	int err = gpu_open_ipc(bc->b.device_uuid, bc->b.handle, bc->b.offset, bc->b.size, &m);
 	if (err)
 		return err;
-	int index = buffers_register_gpu(&bc->ctx->dp->buffers, 0, bc->pid, &m);
+	int index = buffers_register_gpu(&bc->ctx->dp->buffers, 0, bc->b.pid, &m);
 	if (index < 0)
 		gpu_close(&m);
 	return index;
@@ -733,78 +568,37 @@ static int unregister_on_loop(void *arg)
 	return buffers_unregister_any(&bc->ctx->dp->buffers, bc->index);
 }
 
-/* The cuda_ipc fields of a POST /v1/buffers body into bc. */
-static int parse_ipc_fields(json_t *body, struct buffer_call *bc, struct api_error *err)
-{
-	json_t *offset = json_object_get(body, "offset");
-	const char *handle = json_string_value(json_object_get(body, "handle"));
-	if (!handle || gpu_ipc_handle_parse(handle, bc->handle))
-		return fail(err, 400, "invalid_field",
-			    "handle: must be the 64-byte cudaIpcMemHandle_t as 128 hex digits");
-	const char *dev = json_string_value(json_object_get(body, "device"));
-	if (!dev || gpu_uuid_parse(dev, bc->device_uuid))
-		return fail(err, 400, "invalid_field",
-			    "device: must be the GPU's UUID, GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx");
-	if (offset && (!json_is_integer(offset) || json_integer_value(offset) < 0))
-		return fail(err, 400, "invalid_field",
-			    "offset: must be the buffer's byte offset in the allocation (>= 0)");
-	bc->offset = offset ? (uint64_t)json_integer_value(offset) : 0;
-	return 0;
-}
-
 static int register_failed(int rc, bool ipc, struct api_error *err)
 {
 	if (rc == -KVT_ENOCUDA)
-		return fail(err, 409, "no_cuda", "%s", kvt_strerror(rc));
+		return api_fail(err, 409, "no_cuda", "%s", kvt_strerror(rc));
 	if (ipc && rc == -ENODEV)
-		return fail(err, 400, "invalid_field", "device: kvtierd sees no GPU with this UUID");
+		return api_fail(err, 400, "invalid_field", "device: kvtierd sees no GPU with this UUID");
 	if (ipc && rc == -EINVAL)
-		return fail(err, 400, "invalid_field",
+		return api_fail(err, 400, "invalid_field",
 			    "handle: does not open here (another process's live cudaMalloc "
 			    "allocation, from a distinct PID), or offset + size passes its end");
 	if (rc == -EINVAL)
-		return fail(err, 400, "invalid_field",
+		return api_fail(err, 400, "invalid_field",
 			    "path: must name a regular file directly under /dev/shm/ (no link) "
 			    "of at least size bytes");
 	if (rc == -ENOENT || rc == -EACCES)
-		return fail(err, 400, "invalid_field", "path: %s", kvt_strerror(rc));
+		return api_fail(err, 400, "invalid_field", "path: %s", kvt_strerror(rc));
 	if (rc == -ENOSPC)
-		return fail(err, 409, "too_many_buffers", "the buffer table is full");
-	return fail(err, 500, "internal", "cannot map the buffer: %s", kvt_strerror(rc));
+		return api_fail(err, 409, "too_many_buffers", "the buffer table is full");
+	return api_fail(err, 500, "internal", "cannot map the buffer: %s", kvt_strerror(rc));
 }
 
 static int post_buffer(struct http_ctx *ctx, json_t *body, json_t **out, struct api_error *err)
 {
-	static const char *const keys[] = {"kind", "path", "size", "pid", "handle", "device",
-					   "offset", NULL};
-	if (!json_is_object(body))
-		return fail(err, 400, "invalid_body", "the body must be a JSON object");
-	if (only_keys(body, "", keys, err))
+	struct buffer_call bc = {.ctx = ctx};
+	if (api_parse_buffer(body, &bc.b, err))
 		return -1;
-	const char *kind = json_string_value(json_object_get(body, "kind"));
-	bool ipc = kind && strcmp(kind, "cuda_ipc") == 0;
-	if (!kind || (!ipc && strcmp(kind, "shm") != 0))
-		return fail(err, 400, "invalid_field", "kind: must be \"shm\" or \"cuda_ipc\"");
-	json_t *path = json_object_get(body, "path"), *size = json_object_get(body, "size"),
-	       *pid = json_object_get(body, "pid");
-	if (!ipc && !json_is_string(path))
-		return fail(err, 400, "invalid_field", "path: must be a file under /dev/shm/");
-	if (!json_is_integer(size) || json_integer_value(size) <= 0)
-		return fail(err, 400, "invalid_field", "size: must be a positive integer of bytes");
-	if (!json_is_integer(pid) || json_integer_value(pid) <= 0 ||
-	    json_integer_value(pid) > INT32_MAX)
-		return fail(err, 400, "invalid_field",
-			    "pid: must be the id of the process that will use the buffer");
-	struct buffer_call bc = {.ctx = ctx, .pid = (pid_t)json_integer_value(pid),
-				 .path = json_string_value(path),
-				 .size = (uint64_t)json_integer_value(size)};
-	if (ipc && parse_ipc_fields(body, &bc, err))
-		return -1;
-	int rc = loopcall_run(ctx->calls, ipc ? register_ipc_on_loop : register_on_loop, &bc);
+	int rc = loopcall_run(ctx->calls, bc.b.ipc ? register_ipc_on_loop : register_on_loop, &bc);
 	if (rc < 0)
-		return register_failed(rc, ipc, err);
-	*out = json_pack("{s:i,s:s,s:I,s:I}", "index", rc, "kind", kind, "pid",
-			 (json_int_t)bc.pid, "size_bytes", (json_int_t)bc.size);
+		return register_failed(rc, bc.b.ipc, err);
+	*out = json_pack("{s:i,s:s,s:I,s:I}", "index", rc, "kind", bc.b.ipc ? "cuda_ipc" : "shm",
+			 "pid", (json_int_t)bc.b.pid, "size_bytes", (json_int_t)bc.b.size);
 	return 0;
 }
 
@@ -812,12 +606,12 @@ static int delete_buffer(struct http_ctx *ctx, const char *id_text, json_t **out
 			 struct api_error *err)
 {
 	uint32_t index;
-	if (!parse_path_id(id_text, &index))
-		return fail(err, 404, "not_found", "no buffer with index \"%s\"", id_text);
+	if (!api_parse_path_id(id_text, &index))
+		return api_fail(err, 404, "not_found", "no buffer with index \"%s\"", id_text);
 	struct buffer_call bc = {.ctx = ctx, .index = index};
 	int rc = loopcall_run(ctx->calls, unregister_on_loop, &bc);
 	if (rc == -ENOENT)
-		return fail(err, 404, "not_found", "no buffer with index %u", index);
+		return api_fail(err, 404, "not_found", "no buffer with index %u", index);
 	if (rc)
 		return loop_failed(err, rc);
 	*out = json_pack("{s:I}", "unregistered", (json_int_t)index);
@@ -833,7 +627,7 @@ bool api_method_mutates(const char *method)
 
 static int wrong_method(struct api_error *err, const char *allowed)
 {
-	return fail(err, 405, "method_not_allowed", "use %s", allowed);
+	return api_fail(err, 405, "method_not_allowed", "use %s", allowed);
 }
 
 int api_route(struct http_ctx *ctx, const char *method, const char *url, json_t *body,
@@ -887,10 +681,10 @@ int api_route(struct http_ctx *ctx, const char *method, const char *url, json_t 
 		char tier[64];
 		size_t len = n - (sizeof(prefix) - 1) - 6;
 		if (len >= sizeof(tier))
-			return fail(err, 404, "not_found", "no such tier");
+			return api_fail(err, 404, "not_found", "no such tier");
 		memcpy(tier, url + sizeof(prefix) - 1, len);
 		tier[len] = '\0';
 		return post_evict(ctx, tier, body, out, err);
 	}
-	return fail(err, 404, "not_found", "no such endpoint");
+	return api_fail(err, 404, "not_found", "no such endpoint");
 }

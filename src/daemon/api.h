@@ -10,13 +10,8 @@
 
 #include <jansson.h>
 
+#include "api_body.h"
 #include "http.h"
-
-struct api_error {
-	unsigned status;
-	const char *code;
-	char message[256];
-};
 
 /* The route for method and url: 0 with *out set (status 200), or an error. */
 int api_route(struct http_ctx *ctx, const char *method, const char *url, json_t *body,

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpu_id.h"
 #include "kvtier/protocol.h"
 
 
@@ -36,12 +37,6 @@ bool gpu_built_in(void);
 int gpu_device_by_uuid(const uint8_t uuid[KVT_UUID_BYTES]);
 /* The UUID of device i, formatted as below. */
 void gpu_device_uuid(int device, char out[41]);
-/* Writes "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (41 bytes with the NUL). */
-void gpu_uuid_format(const uint8_t uuid[KVT_UUID_BYTES], char out[41]);
-/* Parses that form, with or without "GPU-": 0 or -EINVAL. */
-int gpu_uuid_parse(const char *text, uint8_t uuid[KVT_UUID_BYTES]);
-/* Parses a cudaIpcMemHandle_t written as 128 hex digits: 0 or -EINVAL. */
-int gpu_ipc_handle_parse(const char *text, uint8_t handle[KVT_IPC_HANDLE_BYTES]);
 /* Makes device's primary context current on the calling thread. */
 int gpu_use_device(int device);
 

@@ -104,11 +104,12 @@ try:
     check("the bench's namespace is listed", any("kvtier-bench" in r.text for r in rows),
           [r.text for r in rows])
     with urllib.request.urlopen(BASE + "/v1/namespaces") as r:
-        bench_ns = [n for n in json.load(r)["namespaces"] if n["model"] == "kvtier-bench"][0]
+        bench_ns = [n for n in json.load(r)["namespaces"] if n["model"].startswith("kvtier-bench")][0]
     quota = max(bench_ns["l1_bytes"], 1 << 20)
     req = urllib.request.Request(f'{BASE}/v1/namespaces/{bench_ns["id"]}', method="PUT",
                                  data=json.dumps({"l1_quota_bytes": quota}).encode(),
-                                 headers={"Authorization": "Bearer " + TOKEN})
+                                 headers={"Authorization": "Bearer " + TOKEN,
+                                          "Content-Type": "application/json"})
     urllib.request.urlopen(req).close()
     wait_refresh(d)
     cells = [c.text for r in d.find_elements(By.CSS_SELECTOR, "#namespaces tbody tr")

@@ -34,6 +34,8 @@ PASSED=$((PASSED + $(grep -c '^ok - ' "$TMP/py.out")))
 FAILED=$((FAILED + $(grep -c '^not ok - ' "$TMP/py.out")))
 check "dashboard.py exits 0" test "$rc" = 0
 kill "$WATCH" 2>/dev/null
+# dashboard.py stops the daemon itself; one that failed before it did leaves it running.
+[ -e "$SHOTS/stop-daemon" ] || kill -TERM "$DAEMON_PID" 2>/dev/null
 wait_exit
 rm -f "$SHOTS/stop-daemon"
 finish
