@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,12 +43,10 @@ static void on_ring(struct loop_source *src, uint32_t events)
  * Once a second: while L2 is failed, a probe write every backoff seconds,
  * the wait doubling (to L2SVC_PROBE_MAX_S) after each probe that fails.
  */
-static void on_probe_timer(struct loop_source *src, uint32_t events)
+static void probe_tick(struct loop_timer *t)
 {
-	(void)events;
-	struct l2svc *s = (struct l2svc *)((char *)src - offsetof(struct l2svc, probe_src));
-	uint64_t ticks, now = dp_now_ms();
-	(void)!read(src->fd, &ticks, sizeof(ticks));
+	struct l2svc *s = (struct l2svc *)((char *)t - offsetof(struct l2svc, probe_timer));
+	uint64_t now = dp_now_ms();
 	if (!atomic_load(&s->l2.stats.failed)) {
 		s->probe_backoff_s = L2SVC_PROBE_FIRST_S;
 		s->next_probe_ms = 0;
@@ -92,15 +89,11 @@ void l2svc_set_evict(struct l2svc *s, bool evict)
 
 static void start_probe_timer(struct l2svc *s)
 {
-	struct itimerspec its = {.it_interval = {1, 0}, .it_value = {1, 0}};
 	s->probe_backoff_s = L2SVC_PROBE_FIRST_S;
-	s->probe_src = (struct loop_source){timerfd_create(CLOCK_MONOTONIC,
-							   TFD_CLOEXEC | TFD_NONBLOCK),
-					    on_probe_timer};
-	if (s->probe_src.fd < 0 || timerfd_settime(s->probe_src.fd, 0, &its, NULL) ||
-	    loop_add(s->loop, &s->probe_src, EPOLLIN))
+	int err = loop_add_timer(s->loop, &s->probe_timer, 1000, probe_tick);
+	if (err)
 		log_warn("l2: no probe timer (%s): a failed L2 stays failed until restart",
-			 strerror(errno));
+			 kvt_strerror(err));
 }
 
 /* On the loop thread: the index is rebuilt; L2 serves from now on. */
@@ -135,7 +128,7 @@ int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, st
 {
 	*s = (struct l2svc){.loop = loop, .submit_hook.run = submit_queued, .l1 = l1, .dp = dp,
 			    .on_ready = on_ready, .ready_ctx = ctx, .done_src.fd = -1,
-			    .probe_src.fd = -1};
+			    .probe_timer.src.fd = -1};
 	struct l2_config lc = {
 		.path = cfg->l2_path, .size = cfg->l2_size, .region_size = cfg->l2_region_size,
 		.queue_depth = (uint32_t)cfg->l2_queue_depth, .arena = l1->arena.base,
@@ -184,10 +177,7 @@ void l2svc_close(struct l2svc *s)
 	if (s->started) {
 		l1_set_lower_tier(s->l1, NULL);
 		loop_remove_hook(s->loop, &s->submit_hook);
-		if (s->probe_src.fd >= 0) {
-			loop_del(s->loop, &s->probe_src);
-			close(s->probe_src.fd);
-		}
+		loop_del_timer(s->loop, &s->probe_timer);
 	}
 	if (s->open) {
 		loop_del(s->loop, &s->ring_src);

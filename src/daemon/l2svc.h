@@ -30,7 +30,7 @@ struct l2svc {
 	void (*on_ready)(void *ctx);  /* called once the index is rebuilt (or failed) */
 	void *ready_ctx;
 	struct loop_source ring_src;  /* the ring's completions */
-	struct loop_source probe_src; /* a timerfd: while failed, probes with back-off */
+	struct loop_timer probe_timer; /* once a second: while failed, probes with back-off */
 	uint32_t probe_backoff_s;     /* the wait before the next probe, doubling to a cap */
 	uint64_t next_probe_ms;
 	_Atomic uint64_t next_probe_in_ms;  /* for the control plane: 0 when not failed */

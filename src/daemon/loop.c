@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "loop.h"
@@ -42,6 +43,41 @@ int loop_mod(struct loop *l, struct loop_source *s, uint32_t events)
 void loop_del(struct loop *l, struct loop_source *s)
 {
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+}
+
+static void on_timer(struct loop_source *src, uint32_t events)
+{
+	(void)events;
+	struct loop_timer *t = (struct loop_timer *)src;
+	uint64_t ticks;
+	if (read(src->fd, &ticks, sizeof(ticks)) > 0) /* several missed ticks: one run */
+		t->run(t);
+}
+
+int loop_add_timer(struct loop *l, struct loop_timer *t, unsigned period_ms,
+		   void (*run)(struct loop_timer *t))
+{
+	struct timespec period = {period_ms / 1000, (long)(period_ms % 1000) * 1000000L};
+	struct itimerspec its = {.it_interval = period, .it_value = period};
+	t->run = run;
+	t->src = (struct loop_source){timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK),
+				      on_timer};
+	int err = t->src.fd < 0 || timerfd_settime(t->src.fd, 0, &its, NULL) ? -errno
+									     : loop_add(l, &t->src, EPOLLIN);
+	if (err && t->src.fd >= 0) {
+		close(t->src.fd);
+		t->src.fd = -1;
+	}
+	return err;
+}
+
+void loop_del_timer(struct loop *l, struct loop_timer *t)
+{
+	if (t->src.fd < 0)
+		return;
+	loop_del(l, &t->src);
+	close(t->src.fd);
+	t->src.fd = -1;
 }
 
 void loop_add_hook(struct loop *l, struct loop_hook *hook)

@@ -1,8 +1,9 @@
 /*
  * loop.h — kvtierd's event loop (the loop thread owns it and everything it
  * runs): every fd in the epoll set is a loop_source whose callback runs when
- * the fd is ready, and modules register before-wait hooks that run after each
- * batch of events, before the loop waits again.
+ * the fd is ready; periodic timers are sources too; and modules register
+ * before-wait hooks that run after each batch of events, before the loop
+ * waits again.
  *
  * The lifetime rule the loop gives: one epoll_wait batch may name an object
  * whose handler, earlier in the same batch, ended it (a copy completion ends
@@ -29,6 +30,12 @@ struct loop_hook {
 	struct loop_hook *next;
 };
 
+/* A periodic timer (a timerfd): run(timer) every period, on the loop thread. */
+struct loop_timer {
+	struct loop_source src;
+	void (*run)(struct loop_timer *timer);
+};
+
 struct loop {
 	int epfd;
 	struct loop_hook *hooks;
@@ -45,6 +52,12 @@ int loop_add(struct loop *l, struct loop_source *s, uint32_t events);
 int loop_mod(struct loop *l, struct loop_source *s, uint32_t events);
 /* Stops watching s (an event already in this batch may still be delivered). */
 void loop_del(struct loop *l, struct loop_source *s);
+
+/* Starts t firing every period_ms (first after one period). 0 or -errno. */
+int loop_add_timer(struct loop *l, struct loop_timer *t, unsigned period_ms,
+		   void (*run)(struct loop_timer *t));
+/* Stops and closes t (nothing when it never started). */
+void loop_del_timer(struct loop *l, struct loop_timer *t);
 
 void loop_add_hook(struct loop *l, struct loop_hook *hook);
 void loop_remove_hook(struct loop *l, struct loop_hook *hook);

@@ -13,7 +13,6 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,7 +55,8 @@ struct kvtd {
 	bool calls_open;
 	char *admin_token;
 	struct loop loop;
-	struct loop_source sig_src, timer_src;
+	struct loop_source sig_src;
+	struct loop_timer lease_timer;
 };
 
 static double elapsed_ms(const struct timespec *start)
@@ -197,7 +197,7 @@ static int open_gpu(struct kvtd *d)
 }
 
 static void on_signal(struct loop_source *src, uint32_t events);
-static void on_timer(struct loop_source *src, uint32_t events);
+static void sweep_leases(struct loop_timer *t);
 
 /*
  * The signals the loop takes through a signalfd. Blocked first thing in
@@ -226,20 +226,13 @@ static int open_loop(struct kvtd *d)
 	loop_signals(&mask);
 	d->sig_src = (struct loop_source){signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK),
 					  on_signal};
-	d->timer_src = (struct loop_source){
-		timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), on_timer};
 	int err = loop_init(&d->loop);
 	if (err)
 		return err;
-	if (d->sig_src.fd < 0 || d->timer_src.fd < 0)
+	if (d->sig_src.fd < 0)
 		return -errno;
-	struct itimerspec its = {
-		.it_interval = {0, LEASE_SWEEP_MS * 1000000L},
-		.it_value = {0, LEASE_SWEEP_MS * 1000000L},
-	};
-	timerfd_settime(d->timer_src.fd, 0, &its, NULL);
 	err = loop_add(&d->loop, &d->sig_src, EPOLLIN);
-	return err ? err : loop_add(&d->loop, &d->timer_src, EPOLLIN);
+	return err ? err : loop_add_timer(&d->loop, &d->lease_timer, LEASE_SWEEP_MS, sweep_leases);
 }
 
 /*
@@ -360,13 +353,10 @@ static struct kvtd *daemon_of(struct loop_source *src, size_t offset)
 	return (struct kvtd *)((char *)src - offset);
 }
 
-static void on_timer(struct loop_source *src, uint32_t events)
+static void sweep_leases(struct loop_timer *t)
 {
-	(void)events;
-	struct kvtd *d = daemon_of(src, offsetof(struct kvtd, timer_src));
-	uint64_t ticks;
-	if (read(src->fd, &ticks, sizeof(ticks)) > 0)
-		l1_lease_expire(&d->l1, dp_now_ms());
+	struct kvtd *d = (struct kvtd *)((char *)t - offsetof(struct kvtd, lease_timer));
+	l1_lease_expire(&d->l1, dp_now_ms());
 }
 
 static void on_signal(struct loop_source *src, uint32_t events)
@@ -408,8 +398,7 @@ static void close_all(struct kvtd *d)
 	loop_destroy(&d->loop);
 	if (d->sig_src.fd >= 0)
 		close(d->sig_src.fd);
-	if (d->timer_src.fd >= 0)
-		close(d->timer_src.fd);
+	loop_del_timer(&d->loop, &d->lease_timer);
 	kvtd_config_free(&d->cfg);
 }
 
@@ -429,7 +418,7 @@ static void announce_ready(void *ctx)
 int main(int argc, char **argv)
 {
 	struct kvtd d = {.argc = argc, .argv = argv, .loop.epfd = -1, .sig_src.fd = -1,
-			 .timer_src.fd = -1};
+			 .lease_timer.src.fd = -1};
 	ns_registry_init(&d.namespaces);
 	enum kvtd_action action;
 	char err[1024];
