@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1203,23 +1202,13 @@ void dp_close(struct dp *dp)
 		conn_close(c);
 		conn_release_if_done(c);
 	}
-	/* Let L2 reads and copies in flight finish, then complete their requests. */
-	while (dp->conns) {
-		struct pollfd pfd[3] = {{.fd = dp->copy_src.fd, .events = POLLIN},
-					{.fd = dp->l2 ? l2_event_fd(dp->l2) : -1, .events = POLLIN},
-					{.fd = dp->gpu_copy ? dp->gpu_copy->eventfd : -1,
-					 .events = POLLIN}};
-		(void)poll(pfd, 3, 100);
-		if (dp->l2)
-			l2_process(dp->l2);
-		complete_reaped(dp, dp->copy);
-		if (dp->gpu_copy)
-			complete_reaped(dp, dp->gpu_copy);
-	}
+	/* Copies and L2 reads in flight finish through the loop, which still has their sources. */
+	while (dp->conns)
+		loop_run_once(dp->loop, 100);
 	loop_del(dp->loop, &dp->copy_src);
 	if (dp->gpu_copy)
 		loop_del(dp->loop, &dp->gpu_copy_src);
-	after_batch(&dp->batch_hook);
+	after_batch(&dp->batch_hook); /* those retired without a round after */
 	loop_remove_hook(dp->loop, &dp->batch_hook);
 	buffers_destroy(&dp->buffers);
 }

@@ -70,7 +70,11 @@ struct dp {
 int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struct l1 *l1,
 	    struct ns_registry *namespaces, struct copy_engine *copy, struct copy_engine *gpu_copy,
 	    char *why, size_t whylen);
-/* Closes every connection and the listener; waits for copies in flight. */
+/*
+ * Closes every connection and the listener, then runs the loop (loop_run has
+ * returned: L2's ring and the copy engines are still its sources) until the
+ * copies and L2 reads in flight have finished.
+ */
 void dp_close(struct dp *dp);
 
 /* Connections bound to ns, open or closing. */

@@ -347,15 +347,21 @@ static void complete_cqe(struct l2 *l2, struct io_uring_cqe *cqe)
 	io_handle(l2, io, res);
 }
 
+uint32_t l2_poll(struct l2 *l2)
+{
+	struct io_uring_cqe *cqe;
+	while (io_uring_peek_cqe(&l2->ring, &cqe) == 0)
+		complete_cqe(l2, cqe);
+	l2_submit(l2);
+	return l2->inflight;
+}
+
 void l2_process(struct l2 *l2)
 {
 	uint64_t ticks;
 	if (read(l2->eventfd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
 		log_warn("l2: eventfd: %s", strerror(errno));
-	struct io_uring_cqe *cqe;
-	while (io_uring_peek_cqe(&l2->ring, &cqe) == 0)
-		complete_cqe(l2, cqe);
-	l2_submit(l2);
+	l2_poll(l2);
 }
 
 int l2_event_fd(const struct l2 *l2)

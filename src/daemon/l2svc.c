@@ -73,11 +73,16 @@ const char *l2svc_state(const struct l2svc *s)
 	return ready ? "ready" : "recovering";
 }
 
-/* Before the loop waits: what this round queued goes to the kernel in one system call. */
+/*
+ * Before the loop waits: completions are taken and what this round queued
+ * goes to the kernel in one system call; while I/O is out the loop looks
+ * again within L2SVC_POLL_MS even without a wake-up from the ring's eventfd.
+ */
 static void submit_queued(struct loop_hook *hook)
 {
 	struct l2svc *s = (struct l2svc *)((char *)hook - offsetof(struct l2svc, submit_hook));
-	l2_submit(&s->l2);
+	if (l2_poll(&s->l2))
+		loop_wake_within(s->loop, L2SVC_POLL_MS);
 }
 
 void l2svc_set_evict(struct l2svc *s, bool evict)

@@ -63,5 +63,7 @@ const char *l2svc_state(const struct l2svc *s);
 /* Probe back-off: the first wait, and the most it doubles to. */
 #define L2SVC_PROBE_FIRST_S 1
 #define L2SVC_PROBE_MAX_S 60
+/* While L2 I/O is in flight, the loop looks at the ring at least this often. */
+#define L2SVC_POLL_MS 10
 
 #endif

@@ -12,7 +12,7 @@
 
 int loop_init(struct loop *l)
 {
-	*l = (struct loop){.epfd = epoll_create1(EPOLL_CLOEXEC)};
+	*l = (struct loop){.epfd = epoll_create1(EPOLL_CLOEXEC), .wait_ms = -1};
 	return l->epfd < 0 ? -errno : 0;
 }
 
@@ -99,30 +99,41 @@ void loop_remove_hook(struct loop *l, struct loop_hook *hook)
 	}
 }
 
-void loop_run_hooks(struct loop *l)
+void loop_wake_within(struct loop *l, int ms)
 {
+	if (l->wait_ms < 0 || ms < l->wait_ms)
+		l->wait_ms = ms;
+}
+
+static void loop_run_hooks(struct loop *l)
+{
+	l->wait_ms = -1;
 	for (struct loop_hook *h = l->hooks, *next; h; h = next) {
 		next = h->next; /* a hook may remove itself */
 		h->run(h);
 	}
 }
 
+int loop_run_once(struct loop *l, int timeout_ms)
+{
+	struct epoll_event evs[LOOP_BATCH];
+	int n = epoll_wait(l->epfd, evs, LOOP_BATCH, timeout_ms);
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	for (int i = 0; i < n; i++) {
+		struct loop_source *src = evs[i].data.ptr;
+		src->on_event(src, evs[i].events);
+	}
+	loop_run_hooks(l);
+	return 0;
+}
+
 int loop_run(struct loop *l)
 {
-	while (!l->stop) {
-		struct epoll_event evs[LOOP_BATCH];
-		int n = epoll_wait(l->epfd, evs, LOOP_BATCH, -1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		for (int i = 0; i < n; i++) {
-			struct loop_source *src = evs[i].data.ptr;
-			src->on_event(src, evs[i].events);
-		}
-		loop_run_hooks(l);
-	}
-	return 0;
+	int err = 0;
+	while (!l->stop && !err)
+		err = loop_run_once(l, l->wait_ms);
+	return err;
 }
 
 void loop_stop(struct loop *l)

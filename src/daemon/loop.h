@@ -39,6 +39,7 @@ struct loop_timer {
 struct loop {
 	int epfd;
 	struct loop_hook *hooks;
+	int wait_ms;                /* the next wait's bound, set by hooks; -1: none */
 	bool stop;
 };
 
@@ -60,12 +61,21 @@ int loop_add_timer(struct loop *l, struct loop_timer *t, unsigned period_ms,
 void loop_del_timer(struct loop *l, struct loop_timer *t);
 
 void loop_add_hook(struct loop *l, struct loop_hook *hook);
+/*
+ * From a hook: the next wait lasts at most ms, for an owner that must look
+ * again even if no fd becomes ready (each round's hooks start from no bound).
+ */
+void loop_wake_within(struct loop *l, int ms);
 void loop_remove_hook(struct loop *l, struct loop_hook *hook);
-/* Runs every hook once: for owners that drain outside loop_run (shutdown). */
-void loop_run_hooks(struct loop *l);
 
 /* Dispatches events and runs hooks until loop_stop; 0 or -errno (epoll_wait). */
 int loop_run(struct loop *l);
+/*
+ * One round: waits up to timeout_ms (-1: for ever) for a batch, dispatches
+ * it, runs the hooks. For owners that drain their work at shutdown, when
+ * loop_run has returned. 0 or -errno.
+ */
+int loop_run_once(struct loop *l, int timeout_ms);
 /* Makes loop_run return after the current batch and its hooks. */
 void loop_stop(struct loop *l);
 
