@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "copy.h"
+#include "prefault.h"
 
 void copy_batch_finish_one(struct copy_engine *e, struct copy_batch *b)
 {
@@ -168,6 +169,9 @@ int copy_engine_host_init(struct copy_engine *e, unsigned nthreads, size_t chunk
 	e->chunk_bytes = chunk_bytes;
 	e->ring_cap = 1u << 16;
 	e->ring = calloc(e->ring_cap, sizeof(*e->ring));
+	/* Faulted in now, not a page at a time as the ring's head first passes it. */
+	if (e->ring)
+		prefault_touch(e->ring, e->ring_cap * sizeof(*e->ring));
 	e->threads = calloc(nthreads, sizeof(*e->threads));
 	if (!e->ring || !e->threads)
 		goto fail;

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "index.h"
+#include "prefault.h"
 
 int index_init(struct index *ix, uint64_t initial_buckets)
 {
@@ -15,12 +16,13 @@ int index_init(struct index *ix, uint64_t initial_buckets)
 	while (n < initial_buckets)
 		n <<= 1;
 	memset(ix, 0, sizeof(*ix));
-	/* malloc and memset, not calloc: fault the pages in now, not one per
-	 * insert on the event loop later. */
-	ix->buckets = malloc(n * sizeof(*ix->buckets));
+	ix->buckets = calloc(n, sizeof(*ix->buckets));
 	if (!ix->buckets)
 		return -ENOMEM;
-	memset(ix->buckets, 0, n * sizeof(*ix->buckets));
+	/* Fault the pages in now, not one per insert on the event loop later.
+	 * (A memset of zeros does not: the compiler turns malloc + memset into
+	 * calloc, which leaves a fresh mapping untouched.) */
+	prefault_touch(ix->buckets, n * sizeof(*ix->buckets));
 	ix->mask = n - 1;
 	if (getrandom(&ix->seed, sizeof(ix->seed), 0) != sizeof(ix->seed))
 		ix->seed = (uint64_t)(uintptr_t)ix ^ UINT64_C(0x9e3779b97f4a7c15);
