@@ -347,11 +347,24 @@ static void complete_cqe(struct l2 *l2, struct io_uring_cqe *cqe)
 	io_handle(l2, io, res);
 }
 
-uint32_t l2_poll(struct l2 *l2)
+/* Takes every completion the ring holds; returns how many. */
+static unsigned reap(struct l2 *l2)
 {
 	struct io_uring_cqe *cqe;
-	while (io_uring_peek_cqe(&l2->ring, &cqe) == 0)
+	unsigned n = 0;
+	for (; io_uring_peek_cqe(&l2->ring, &cqe) == 0; n++)
 		complete_cqe(l2, cqe);
+	return n;
+}
+
+uint32_t l2_poll(struct l2 *l2)
+{
+	/* Nothing in the ring while I/O is out: a completion may still wait as
+	 * the kernel's task work for this thread; entering the kernel runs it. */
+	if (!reap(l2) && l2->inflight) {
+		io_uring_get_events(&l2->ring);
+		reap(l2);
+	}
 	l2_submit(l2);
 	return l2->inflight;
 }
@@ -361,7 +374,8 @@ void l2_process(struct l2 *l2)
 	uint64_t ticks;
 	if (read(l2->eventfd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
 		log_warn("l2: eventfd: %s", strerror(errno));
-	l2_poll(l2);
+	reap(l2);
+	l2_submit(l2);
 }
 
 int l2_event_fd(const struct l2 *l2)

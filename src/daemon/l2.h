@@ -180,10 +180,12 @@ void l2_start(struct l2 *l2);
 int l2_event_fd(const struct l2 *l2);
 void l2_process(struct l2 *l2);
 /*
- * Takes the completions there are without waiting for the eventfd, then
- * submits what is queued; returns the I/O still in flight. The eventfd is
- * only a hint (a wake-up can come late or, seen here, not at all): the
- * owner calls this once per round and looks again soon while I/O is out.
+ * Takes the completions there are without waiting for the eventfd (when
+ * there are none while I/O is out, after entering the kernel to run what
+ * it holds for this thread), then submits what is queued; returns the I/O
+ * still in flight. The eventfd is only a hint (a wake-up can come late or,
+ * seen here, not at all): the owner calls this once per round and looks
+ * again soon while I/O is out.
  */
 uint32_t l2_poll(struct l2 *l2);
 /* Hands queued reads and writes to the kernel. */

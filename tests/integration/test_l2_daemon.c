@@ -52,11 +52,23 @@ static struct daemon_fixture *start_evict(void)
 				      "--l2-region-size", "4MiB", NULL});
 }
 
+/* The kernel's view of the daemon's io_uring (its fdinfo), for a failure's log. */
+static void show_ring(const struct daemon_fixture *d)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd),
+		 "for f in /proc/%d/fd/*; do readlink \"$f\" | grep -q io_uring && "
+		 "cat /proc/%d/fdinfo/\"${f##*/}\" >&2; done", (int)d->pid, (int)d->pid);
+	(void)!system(cmd);
+}
+
 /* Waits until L2 has no read or write in flight. */
 static void settle(struct daemon_fixture *d)
 {
 	for (int i = 0; i < 2000 && daemon_stat(d, "l2.ios_inflight") != 0; i++)
 		sleep_ms(5);
+	if (daemon_stat(d, "l2.ios_inflight") != 0)
+		show_ring(d);
 	assert_int_equal(daemon_stat(d, "l2.ios_inflight"), 0);
 }
 

@@ -1,0 +1,17 @@
+#!/bin/sh
+# abi.sh — libkvtier exports exactly its public API: the symbols the shared
+# library defines are those src/client/libkvtier.map lists, and every one of
+# them is a function of include/kvtier/*.h (nothing internal leaks, nothing
+# public is hidden).
+. "${KVT_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+SRC=${KVT_SRCDIR:-$(dirname "$0")/../..}
+LIB=${KVT_BUILDDIR:-.}/.libs/libkvtier.so
+check "the shared library is built" test -f "$LIB"
+nm -D --defined-only "$LIB" | awk '$2 ~ /^[TWDBR]$/ {print $3}' | sort -u >"$TMP/exported"
+sed -n 's/^[[:space:]]*\(kvt_[a-z0-9_]*\);$/\1/p' "$SRC/src/client/libkvtier.map" | sort -u >"$TMP/mapped"
+diff=$(comm -3 "$TMP/exported" "$TMP/mapped" | tr -d '\t' | tr '\n' ' ')
+check "exported symbols are the map's${diff:+ (differ: $diff)}" test -z "$diff"
+while read -r sym; do
+	check "$sym is declared in include/kvtier/" grep -q "[ *]$sym(" "$SRC"/include/kvtier/*.h
+done <"$TMP/mapped"
+finish
