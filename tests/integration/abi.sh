@@ -7,7 +7,7 @@
 SRC=${KVT_SRCDIR:-$(dirname "$0")/../..}
 LIB=${KVT_BUILDDIR:-.}/.libs/libkvtier.so
 check "the shared library is built" test -f "$LIB"
-nm -D --defined-only "$LIB" | awk '$2 ~ /^[TWDBR]$/ {print $3}' | sort -u >"$TMP/exported"
+nm -D --defined-only "$LIB" | awk '$2 ~ /^[TWDBR]$/ {print $3}' | sed 's/@.*//' | sort -u >"$TMP/exported"
 sed -n 's/^[[:space:]]*\(kvt_[a-z0-9_]*\);$/\1/p' "$SRC/src/client/libkvtier.map" | sort -u >"$TMP/mapped"
 diff=$(comm -3 "$TMP/exported" "$TMP/mapped" | tr -d '\t' | tr '\n' ' ')
 check "exported symbols are the map's${diff:+ (differ: $diff)}" test -z "$diff"
