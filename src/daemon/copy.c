@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "copy.h"
@@ -97,9 +98,20 @@ static int guarded_copy(void *dst, const void *src, size_t len)
 	return 0;
 }
 
+/*
+ * Copy threads run below the event loop's priority: when both CPUs of a
+ * small machine are busy copying, a woken loop (or client) thread must get a
+ * CPU at once to queue the next copy, or the other copy thread runs dry.
+ * On the 2-vCPU CI machine this is what stores had lost to loads at 2 MiB
+ * blocks (docs/benchmarks.md). Best effort: an unprivileged daemon may lower
+ * its own threads' priority.
+ */
+#define COPY_THREAD_NICE 5
+
 static void *host_worker(void *arg)
 {
 	struct copy_engine *e = arg;
+	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), COPY_THREAD_NICE);
 	for (;;) {
 		pthread_mutex_lock(&e->lock);
 		while (!e->count && !e->stopping)
