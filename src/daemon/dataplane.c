@@ -454,8 +454,10 @@ static int decode_failed(struct dp *dp, int err)
 	return err;
 }
 
-static int op_hello(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p)
+static int op_hello(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p,
+		     uint64_t start_ns)
 {
+	(void)start_ns;
 	struct dp *dp = c->dp;
 	struct frame_hello hello;
 	int err = frame_decode_hello(p, h->length, &hello);
@@ -527,8 +529,10 @@ static int register_gpu(struct dp_conn *c, const struct frame_register *reg, int
 	return index;
 }
 
-static int op_register(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p)
+static int op_register(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p,
+		        uint64_t start_ns)
 {
+	(void)start_ns;
 	struct dp *dp = c->dp;
 	struct frame_register reg;
 	int err = frame_decode_register(p, h->length, &reg);
@@ -570,8 +574,10 @@ static int count_buffer_error(struct dp *dp, int err)
 	return err;
 }
 
-static int op_unregister(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p)
+static int op_unregister(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p,
+		          uint64_t start_ns)
 {
+	(void)start_ns;
 	uint32_t index;
 	int err = frame_decode_u32(p, h->length, &index);
 	if (err)
@@ -584,8 +590,10 @@ static int op_unregister(struct dp_conn *c, const struct wire_hdr *h, const uint
 	return 0;
 }
 
-static int op_lookup(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p)
+static int op_lookup(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p,
+		      uint64_t start_ns)
 {
+	(void)start_ns;
 	struct dp *dp = c->dp;
 	struct frame_lookup lk;
 	int err = frame_decode_lookup(p, h->length, &lk);
@@ -621,8 +629,10 @@ static int op_lookup(struct dp_conn *c, const struct wire_hdr *h, const uint8_t 
 	return 0;
 }
 
-static int op_release(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p)
+static int op_release(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p,
+		       uint64_t start_ns)
 {
+	(void)start_ns;
 	uint64_t lease;
 	int err = frame_decode_u64(p, h->length, &lease);
 	if (err)
@@ -743,10 +753,6 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 		       uint64_t start_ns)
 {
 	struct dp *dp = c->dp;
-	if (c->role != KVT_ROLE_WORKER) {
-		REJECT(dp, role);
-		return -EPERM;
-	}
 	if (c->inflight >= DP_MAX_INFLIGHT) {
 		REJECT(dp, inflight_limit);
 		return -EBUSY;
@@ -902,40 +908,58 @@ static void on_gpu_copies_done(struct loop_source *src, uint32_t events)
 
 /* --- frames --- */
 
+/* One rule for every op: the payload is exactly its size (PING's is empty). */
+static int op_ping(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p,
+		   uint64_t start_ns)
+{
+	(void)p;
+	(void)start_ns;
+	if (h->length)
+		return decode_failed(c->dp, -EBADMSG);
+	reply_status(c, h->op, h->id, 0);
+	return 0;
+}
+
+/*
+ * The ops: each handler answers 0 (replied), DP_ASYNC (the reply comes with
+ * its copies) or a negative status for an error reply. The checks before a
+ * handler run in docs/protocol.md's order: a known op, HELLO first, the role.
+ */
+struct dp_op {
+	int (*handle)(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p,
+		      uint64_t start_ns);
+	bool before_hello;         /* allowed before HELLO (HELLO itself) */
+	bool workers_only;         /* a scheduler gets -EPERM */
+};
+
+static const struct dp_op dp_ops[KVT_OP_MAX + 1] = {
+	[KVT_OP_HELLO] = {op_hello, true, false},
+	[KVT_OP_PING] = {op_ping, false, false},
+	[KVT_OP_REGISTER] = {op_register, false, true},
+	[KVT_OP_UNREGISTER] = {op_unregister, false, true},
+	[KVT_OP_LOOKUP] = {op_lookup, false, false},
+	[KVT_OP_RELEASE] = {op_release, false, false},
+	[KVT_OP_STORE] = {op_transfer, false, true},
+	[KVT_OP_LOAD] = {op_transfer, false, true},
+};
+
 static int dispatch(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *payload)
 {
 	struct dp *dp = c->dp;
 	uint64_t start = now_ns();
+	const struct dp_op *op = h->op <= KVT_OP_MAX ? &dp_ops[h->op] : NULL;
 	int rc;
-	if (h->op == 0 || h->op > KVT_OP_MAX) {
+	if (!op || !op->handle) {
 		REJECT(dp, unknown_op);
 		rc = -EOPNOTSUPP;
-	} else if (h->op == KVT_OP_HELLO) {
-		rc = op_hello(c, h, payload);
-	} else if (!c->hello_done) {
+	} else if (!c->hello_done && !op->before_hello) {
 		REJECT(dp, no_hello);
 		rc = -ENOTCONN;
+	} else if (op->workers_only && c->role != KVT_ROLE_WORKER) {
+		REJECT(dp, role);
+		rc = -EPERM;
 	} else {
-		switch (h->op) {
-		case KVT_OP_PING: /* one rule for every op: the payload is exactly its size */
-			rc = h->length ? decode_failed(dp, -EBADMSG) : 0;
-			if (rc == 0)
-				reply_status(c, h->op, h->id, 0);
-			break;
-		case KVT_OP_REGISTER:
-		case KVT_OP_UNREGISTER:
-			if (c->role != KVT_ROLE_WORKER) {
-				REJECT(dp, role);
-				rc = -EPERM;
-			} else {
-				rc = h->op == KVT_OP_REGISTER ? op_register(c, h, payload)
-							      : op_unregister(c, h, payload);
-			}
-			break;
-		case KVT_OP_LOOKUP: rc = op_lookup(c, h, payload); break;
-		case KVT_OP_RELEASE: rc = op_release(c, h, payload); break;
-		default: rc = op_transfer(c, h, payload, start); break;
-		}
+		rc = op->handle(c, h, payload, start);
 	}
 	if (rc == DP_ASYNC)
 		return 0;
