@@ -15,6 +15,7 @@
 #include "dataplane.h"
 #include "frame.h"
 #include "log.h"
+#include "owner_stats.h"
 #include "wire.h"
 
 #define DP_READ_CHUNK (256 * 1024)
@@ -88,8 +89,7 @@ struct dp_req {
 	struct dp_block blocks[];
 };
 
-#define STAT_ADD(dp, f, n) atomic_fetch_add_explicit(&(dp)->stats.f, (n), memory_order_relaxed)
-#define STAT_SUB(dp, f, n) atomic_fetch_sub_explicit(&(dp)->stats.f, (n), memory_order_relaxed)
+/* The data plane's counters have one writer, the loop thread (owner_stats.h). */
 #define REJECT(dp, reason) STAT_ADD(dp, rejected_##reason, 1)
 
 static uint64_t now_ns(void)

@@ -1,8 +1,9 @@
 /*
  * owner_stats.h — counters written by one owner thread and read by any:
  * a relaxed load and store instead of an atomic read-modify-write (no lock
- * prefix on the engines' hot paths). X is a pointer to a struct with a
- * `stats` member of _Atomic uint64_t fields. Used by the L1 and L2 engines.
+ * prefix on the hot paths). X is a pointer to a struct with a
+ * `stats` member of _Atomic uint64_t fields. Used by the L1 and L2 engines
+ * and the data plane (each written by the loop thread only).
  */
 #ifndef KVTD_OWNER_STATS_H
 #define KVTD_OWNER_STATS_H
