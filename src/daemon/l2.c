@@ -421,12 +421,21 @@ static struct l2_region *region_oldest_idle(struct l2 *l2)
 	return best;
 }
 
-static struct l2_region *region_take(struct l2 *l2)
+/* A free region no write is using (not one whose header is being zeroed), or NULL. */
+static struct l2_region *region_free_idle(struct l2 *l2)
 {
-	for (uint32_t i = 0; i < l2->nregions; i++) /* not one whose header is being zeroed */
+	for (uint32_t i = 0; i < l2->nregions; i++)
 		if (l2->regions[i].state == REGION_FREE && !l2->regions[i].writes)
 			return &l2->regions[i];
-	struct l2_region *r = region_oldest_idle(l2);
+	return NULL;
+}
+
+static struct l2_region *region_take(struct l2 *l2)
+{
+	struct l2_region *r = region_free_idle(l2);
+	if (r)
+		return r;
+	r = region_oldest_idle(l2);
 	if (!r)
 		return NULL;
 	STAT_ADD(l2, items_reclaimed, region_empty(l2, r));
@@ -578,17 +587,28 @@ static struct l2_item *append_victim(struct l2 *l2, struct l2_region *r,
  * Makes room for bytes more of ns within its L2 quota: its oldest items go
  * first. False when one victim alone is larger than the quota.
  */
+/*
+ * Drops ns's oldest items until room more bytes fit within its L2 quota
+ * (room <= quota); returns how many went.
+ */
+static uint64_t drop_to_quota(struct l2 *l2, const struct kvt_ns *ns, uint64_t room)
+{
+	uint64_t dropped = 0;
+	struct l2_ns_usage *u;
+	while (ns->l2_quota && (u = usage_find(l2, ns->digest)) &&
+	       u->bytes + room > ns->l2_quota) {
+		item_drop(l2, u->oldest);
+		dropped++;
+	}
+	STAT_ADD(l2, items_dropped_quota, dropped);
+	return dropped;
+}
+
 static bool fit_quota(struct l2 *l2, const struct kvt_ns *ns, uint64_t bytes)
 {
-	if (!ns->l2_quota)
-		return true;
-	if (bytes > ns->l2_quota)
+	if (ns->l2_quota && bytes > ns->l2_quota)
 		return false;
-	struct l2_ns_usage *u;
-	while ((u = usage_find(l2, ns->digest)) && u->bytes + bytes > ns->l2_quota) {
-		item_drop(l2, u->oldest);
-		STAT_ADD(l2, items_dropped_quota, 1);
-	}
+	drop_to_quota(l2, ns, bytes);
 	return true;
 }
 
@@ -760,10 +780,7 @@ static void probe_complete(struct l2_io *io, int res)
  */
 static struct l2_region *probe_target(struct l2 *l2, uint8_t **block, bool *owned)
 {
-	struct l2_region *r = NULL;
-	for (uint32_t i = 0; i < l2->nregions && !r; i++)
-		if (l2->regions[i].state == REGION_FREE && !l2->regions[i].writes)
-			r = &l2->regions[i];
+	struct l2_region *r = region_free_idle(l2);
 	*owned = false;
 	*block = zero_block;
 	if (r)
@@ -853,14 +870,7 @@ uint64_t l2_ns_drop(struct l2 *l2, const struct kvt_ns *ns)
 
 uint64_t l2_ns_trim(struct l2 *l2, const struct kvt_ns *ns)
 {
-	uint64_t dropped = 0;
-	struct l2_ns_usage *u;
-	while (ns->l2_quota && (u = usage_find(l2, ns->digest)) && u->bytes > ns->l2_quota) {
-		item_drop(l2, u->oldest);
-		dropped++;
-	}
-	STAT_ADD(l2, items_dropped_quota, dropped);
-	return dropped;
+	return drop_to_quota(l2, ns, 0);
 }
 
 uint64_t l2_evict(struct l2 *l2, uint64_t bytes)
