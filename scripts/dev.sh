@@ -80,8 +80,14 @@ check() {
 		tail -60 "$dir/$target.out"
 		find "$dir" -name '*.log' -newer "$dir/make.out" ! -name config.log \
 			-exec grep -l -E '^(FAIL|ERROR)|not ok|\[  FAILED  \]|ERROR:' {} + 2>/dev/null |
-			while read -r log; do echo "--- $log"; tail -40 "$log"; done
-		TOTAL_FAIL=$((TOTAL_FAIL + 1))
+			while read -r log; do
+				echo "--- $log: its failures"
+				grep -E -B2 -A2 '\[  (FAILED|ERROR)  ? *\]|: error: |^not ok' "$log" | head -60
+				echo "--- $log: its end"
+				tail -40 "$log"
+			done
+		# A target that failed with no test counted failing (a build error) counts once.
+		[ "${fail:-0}" -gt 0 ] || TOTAL_FAIL=$((TOTAL_FAIL + 1))
 	fi
 }
 

@@ -245,6 +245,7 @@ static void io_queue(struct l2 *l2, struct l2_io *io)
 	else
 		l2->queued_head = io;
 	l2->queued_tail = io;
+	STAT_SET(l2, ios_queued, ++l2->nqueued);
 }
 
 /* The registered buffer holding [p, p + len), or -1. */
@@ -294,10 +295,14 @@ void l2_submit(struct l2 *l2)
 		if (!l2->queued_head)
 			l2->queued_tail = NULL;
 		io_prep(l2, sqe, io);
+		l2->nqueued--;
 		l2->inflight++;
 		queued = true;
 	}
+	/* In flight first: a reader of queued, then in flight, never misses a moved I/O. */
 	STAT_SET(l2, ios_inflight, l2->inflight);
+	atomic_thread_fence(memory_order_release);
+	STAT_SET(l2, ios_queued, l2->nqueued);
 	/*
 	 * -EBUSY / -EAGAIN: the kernel has completions to hand back first (CQ
 	 * overflow) or no memory now; the SQEs stay in the ring and go with the
@@ -584,10 +589,6 @@ static struct l2_item *append_victim(struct l2 *l2, struct l2_region *r,
 }
 
 /*
- * Makes room for bytes more of ns within its L2 quota: its oldest items go
- * first. False when one victim alone is larger than the quota.
- */
-/*
  * Drops ns's oldest items until room more bytes fit within its L2 quota
  * (room <= quota); returns how many went.
  */
@@ -604,6 +605,10 @@ static uint64_t drop_to_quota(struct l2 *l2, const struct kvt_ns *ns, uint64_t r
 	return dropped;
 }
 
+/*
+ * Makes room for bytes more of ns within its L2 quota: its oldest items go
+ * first. False when one victim alone is larger than the quota.
+ */
 static bool fit_quota(struct l2 *l2, const struct kvt_ns *ns, uint64_t bytes)
 {
 	if (ns->l2_quota && bytes > ns->l2_quota)

@@ -60,6 +60,7 @@
 	X(items, "items (blocks, every part) held") \
 	X(regions, "regions") \
 	X(free_regions, "regions holding nothing") \
+	X(ios_queued, "reads and writes waiting to be submitted (ring full, or until the loop's next round)") \
 	X(ios_inflight, "reads and writes submitted, not completed") \
 	X(ready, "1 once the index is rebuilt") \
 	X(failed, "1 after repeated I/O errors: writes stopped until a probe succeeds; reads go on")
@@ -143,6 +144,7 @@ struct l2 {
 	uint32_t nregions;
 	uint32_t queue_depth;
 	uint32_t inflight;
+	uint32_t nqueued;
 	struct l2_io *queued_head, *queued_tail;  /* waiting for room on the ring */
 	struct l2_region *regions;
 	struct l2_region *open;       /* being filled, NULL when none */

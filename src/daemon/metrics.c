@@ -117,6 +117,8 @@ static void render_l2(FILE *f, const struct l2_stats_snapshot *t)
 	one(f, "kvtier_l2_regions", "gauge", "L2 regions.", t->regions);
 	one(f, "kvtier_l2_free_regions", "gauge", "L2 regions holding nothing.", t->free_regions);
 	one(f, "kvtier_l2_ios_inflight", "gauge", "L2 reads and writes in flight.", t->ios_inflight);
+	one(f, "kvtier_l2_ios_queued", "gauge", "L2 reads and writes waiting to be submitted.",
+	    t->ios_queued);
 	one(f, "kvtier_l2_ready", "gauge", "1 once the L2 index is rebuilt.", t->ready);
 	one(f, "kvtier_l2_failed", "gauge", "1 after repeated L2 I/O errors (L1 only since).",
 	    t->failed);

@@ -42,6 +42,9 @@ check "docs/api.md and man/kvtierd.8 list the same endpoints${diff:+: $diff}" te
 if start_daemon "$TMP/d.log" --l1-size 16MiB --l2-path "$TMP/l2" --l2-size 64MiB; then
 	curl -s "http://127.0.0.1:$PORT/metrics" | sed -n 's/^# TYPE \([a-z0-9_]*\) .*/\1/p' |
 		sort -u >"$TMP/served.metrics"
+	curl -s "http://127.0.0.1:$PORT/v1/stats" |
+		python3 -c 'import json, sys; print("\n".join(sorted(json.load(sys.stdin)["l2"])))' \
+		>"$TMP/served.l2"
 	kill -TERM "$DAEMON_PID"
 	wait_exit
 	check "the daemon serves metric families" test -s "$TMP/served.metrics"
@@ -50,6 +53,11 @@ if start_daemon "$TMP/d.log" --l1-size 16MiB --l2-path "$TMP/l2" --l2-size 64MiB
 	check "docs/api.md documents every metric served${missing:+: $missing}" test -z "$missing"
 	extra=$(comm -13 "$TMP/served.metrics" "$TMP/doc.metrics" | tr '\n' ' ')
 	check "docs/api.md documents no metric that is not served${extra:+: $extra}" test -z "$extra"
+	sed -n 's/^| `\([a-z0-9_]*\)` | \(counter\|gauge\) |.*/\1/p' "$SRC/docs/l2.md" | sort -u \
+		>"$TMP/doc.l2"
+	check "/v1/stats serves l2 fields" test -s "$TMP/served.l2"
+	diff=$(comm -3 "$TMP/served.l2" "$TMP/doc.l2" | tr '\n' ' ')
+	check "docs/l2.md and /v1/stats name the same l2 fields${diff:+: $diff}" test -z "$diff"
 else
 	not_ok "kvtierd starts for the metrics check"; cat "$TMP/d.log"
 fi

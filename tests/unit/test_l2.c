@@ -193,7 +193,17 @@ static void test_round_trip_memory_and_disk(void **state)
 {
 	(void)state;
 	struct fixture *f = fixture_new();
-	put(f, f->ns, 1);
+	/* A victim's writes wait as queued until submitted, then are in flight. */
+	put_nowait(f, f->ns, 1);
+	assert_true(STAT(f, ios_queued) > 0);
+	assert_int_equal(STAT(f, ios_inflight), 0);
+	uint64_t queued = STAT(f, ios_queued);
+	l2_submit(&f->l2);
+	assert_int_equal(STAT(f, ios_queued), 0);
+	assert_int_equal(STAT(f, ios_inflight), queued);
+	settle(f);
+	l2_submit(&f->l2); /* publishes the gauges after the completions */
+	assert_int_equal(STAT(f, ios_inflight), 0);
 	bool mem;
 	struct kvt_key k1 = test_key(1);
 	assert_true(l2_contains(&f->l2, f->ns, &k1));

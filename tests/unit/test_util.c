@@ -1,9 +1,20 @@
 /* test_util.c — see test_util.h; also the strdup of alloc_hooks.h. */
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "test_util.h"
+
+/*
+ * cmocka writes a failed assertion to stdout; a sanitizer that then aborts
+ * at exit (a leak left by the failed test) would lose a buffered stdout, so
+ * every test program's stdout is line-buffered from the start.
+ */
+__attribute__((constructor)) static void line_buffered_stdout(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+}
 
 char *kvt_test_strdup(const char *s, const char *file, int line);
 char *kvt_test_strdup(const char *s, const char *file, int line)
