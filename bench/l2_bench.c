@@ -67,7 +67,6 @@ static void wait_some(struct l2 *l2)
 static double write_phase(struct l2 *l2, const struct kvt_ns *ns, uint64_t items,
 			  const uint8_t *data, uint32_t len)
 {
-	struct l1_lower_tier lt = l2_lower_tier(l2);
 	struct l2_stats_snapshot s;
 	double t = now_s();
 	for (uint64_t n = 0; n < items; n++) {
@@ -78,7 +77,7 @@ static double write_phase(struct l2 *l2, const struct kvt_ns *ns, uint64_t items
 		for (;;) {
 			l2_stats_read(l2, &s);
 			uint64_t dropped = s.victims_dropped_behind;
-			lt.take_victim(lt.ctx, &v);
+			l2_write_victim(l2, &v);
 			l2_submit(l2);
 			l2_stats_read(l2, &s);
 			if (s.victims_dropped_behind == dropped)

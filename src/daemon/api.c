@@ -167,7 +167,7 @@ static int policy_on_loop(void *arg)
 	int rc = 0;
 	if (pc->set) {
 		rc = l1_set_watermarks(pc->l1, pc->p.high, pc->p.low);
-		if (rc == 0 && pc->p.evict != pc->dp->l2_evict && !(pc->l2 && pc->l2->started))
+		if (rc == 0 && pc->p.evict != pc->dp->tiering.evict && !(pc->l2 && pc->l2->started))
 			rc = -EAGAIN; /* L2 is still rebuilding its index, or failed to */
 		if (rc == 0) {
 			pc->l1->max_lease_ms = pc->p.lease_max_ms;
@@ -176,7 +176,7 @@ static int policy_on_loop(void *arg)
 				l2svc_set_evict(pc->l2, pc->p.evict);
 		}
 	}
-	pc->p = (struct api_policy){pc->dp->l2_evict, pc->l1->high_watermark, pc->l1->low_watermark,
+	pc->p = (struct api_policy){pc->dp->tiering.evict, pc->l1->high_watermark, pc->l1->low_watermark,
 				pc->l1->max_lease_ms, pc->dp->lease_default_ms};
 	return rc;
 }
@@ -546,20 +546,12 @@ struct buffer_call {
 static int register_on_loop(void *arg)
 {
 	struct buffer_call *bc = arg;
-	return buffers_register_path(&bc->ctx->dp->buffers, bc->b.pid, bc->b.path, bc->b.size);
-}
-
-static int register_ipc_on_loop(void *arg)
-{
-	struct buffer_call *bc = arg;
-	struct gpu_mem m;
-	int err = gpu_open_ipc(bc->b.device_uuid, bc->b.handle, bc->b.offset, bc->b.size, &m);
-	if (err)
-		return err;
-	int index = buffers_register_gpu(&bc->ctx->dp->buffers, 0, bc->b.pid, &m);
-	if (index < 0)
-		gpu_close(&m);
-	return index;
+	struct buffer_spec spec = {.kind = bc->b.ipc ? KVT_BUFFER_CUDA_IPC : KVT_BUFFER_SHM,
+				   .size = bc->b.size, .fd = -1, .path = bc->b.path,
+				   .offset = bc->b.offset};
+	memcpy(spec.device_uuid, bc->b.device_uuid, sizeof(spec.device_uuid));
+	memcpy(spec.ipc_handle, bc->b.handle, sizeof(spec.ipc_handle));
+	return buffers_register(&bc->ctx->dp->buffers, &(struct buffer_user){0, bc->b.pid}, &spec);
 }
 
 static int unregister_on_loop(void *arg)
@@ -594,7 +586,7 @@ static int post_buffer(struct http_ctx *ctx, json_t *body, json_t **out, struct 
 	struct buffer_call bc = {.ctx = ctx};
 	if (api_parse_buffer(body, &bc.b, err))
 		return -1;
-	int rc = loopcall_run(ctx->calls, bc.b.ipc ? register_ipc_on_loop : register_on_loop, &bc);
+	int rc = loopcall_run(ctx->calls, register_on_loop, &bc);
 	if (rc < 0)
 		return register_failed(rc, bc.b.ipc, err);
 	*out = json_pack("{s:i,s:s,s:I,s:I}", "index", rc, "kind", bc.b.ipc ? "cuda_ipc" : "shm",

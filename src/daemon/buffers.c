@@ -115,8 +115,8 @@ static int map_into(struct buffer_table *t, uint32_t slot, int fd, uint64_t size
 						  .size = size});
 }
 
-int buffers_register_gpu(struct buffer_table *t, uint64_t session, pid_t pid,
-			 const struct gpu_mem *m)
+static int register_gpu_mapped(struct buffer_table *t, uint64_t session, pid_t pid,
+			       const struct gpu_mem *m)
 {
 	uint32_t slot;
 	int err = free_slot_for(t, session, &slot);
@@ -134,7 +134,7 @@ static bool big_enough(int fd, uint64_t size)
 	       (uint64_t)st.st_size >= size;
 }
 
-int buffers_register_shm(struct buffer_table *t, uint64_t session, int fd, uint64_t size)
+static int register_memfd(struct buffer_table *t, uint64_t session, int fd, uint64_t size)
 {
 	uint32_t slot;
 	if (!big_enough(fd, size))
@@ -145,7 +145,7 @@ int buffers_register_shm(struct buffer_table *t, uint64_t session, int fd, uint6
 	return err ? err : map_into(t, slot, fd, size, session, 0);
 }
 
-int buffers_register_path(struct buffer_table *t, pid_t pid, const char *path, uint64_t size)
+static int register_path(struct buffer_table *t, pid_t pid, const char *path, uint64_t size)
 {
 	static const char dir[] = "/dev/shm/";
 	if (pid <= 0 || strncmp(path, dir, sizeof(dir) - 1) != 0 ||
@@ -161,6 +161,42 @@ int buffers_register_path(struct buffer_table *t, pid_t pid, const char *path, u
 		err = map_into(t, slot, fd, size, 0, pid);
 	close(fd);
 	return err;
+}
+
+/* Maps the GPU memory spec names (importing a VMM handle, or opening an IPC handle). */
+static int register_gpu(struct buffer_table *t, const struct buffer_user *owner,
+			const struct buffer_spec *spec)
+{
+	struct gpu_mem m;
+	int err = spec->kind == KVT_BUFFER_CUDA_VMM
+			  ? gpu_import_vmm(spec->fd, spec->device_uuid, spec->size, &m)
+			  : gpu_open_ipc(spec->device_uuid, spec->ipc_handle, spec->offset, spec->size,
+					 &m);
+	if (err)
+		return err;
+	int index = register_gpu_mapped(t, owner->session, owner->pid, &m);
+	if (index < 0)
+		gpu_close(&m);
+	return index;
+}
+
+int buffers_register(struct buffer_table *t, const struct buffer_user *owner,
+		     const struct buffer_spec *spec)
+{
+	switch (spec->kind) {
+	case KVT_BUFFER_SHM:
+		if (spec->path)
+			return register_path(t, owner->pid, spec->path, spec->size);
+		return spec->fd < 0 ? -EBADF : register_memfd(t, owner->session, spec->fd, spec->size);
+	case KVT_BUFFER_CUDA_VMM:
+		if (spec->fd < 0)
+			return -EBADF;
+		return register_gpu(t, owner, spec);
+	case KVT_BUFFER_CUDA_IPC:
+		return register_gpu(t, owner, spec);
+	default:
+		return -EOPNOTSUPP;
+	}
 }
 
 int buffers_get(struct buffer_table *t, const struct buffer_user *user, uint32_t index,

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "gpu.h"
+#include "kvtier/protocol.h"
 
 struct stbuf {
 	uint64_t session;       /* owning client session; 0 when owned by pid */
@@ -59,34 +60,37 @@ int buffers_init(struct buffer_table *t, uint32_t cap);
 /* Unmaps everything, in use or not: only when no copy can run. */
 void buffers_destroy(struct buffer_table *t);
 
-/*
- * Maps fd (a memfd of at least size bytes) for session and seals it against
- * shrinking. Does not close fd. Returns the index, or -EINVAL (size 0, not a
- * sealable memfd, smaller than size), -ENOSPC (the session has
- * KVT_MAX_BUFFERS, or the table is full), or a mapping error.
- */
-int buffers_register_shm(struct buffer_table *t, uint64_t session, int fd, uint64_t size);
-
-/*
- * Maps the file at path (a regular file under /dev/shm, not a symlink) of at
- * least size bytes for process pid. Returns the index, or -EINVAL (path,
- * size), -ENOENT, -ENOSPC, or a mapping error.
- */
-int buffers_register_path(struct buffer_table *t, pid_t pid, const char *path, uint64_t size);
-
-/*
- * Registers GPU memory already mapped (gpu.h) for a session (or, session 0,
- * for process pid); the slot owns the mapping from then on, closing it on
- * unregister. On error the caller still owns it: -ENOSPC as above.
- */
-int buffers_register_gpu(struct buffer_table *t, uint64_t session, pid_t pid,
-			 const struct gpu_mem *m);
-
 /* Who is asking: a client session and its process id. */
 struct buffer_user {
 	uint64_t session;
 	pid_t pid;
 };
+
+/* A buffer to register, as REGISTER (data plane) or POST /v1/buffers (control plane) names it. */
+struct buffer_spec {
+	uint32_t kind;              /* KVT_BUFFER_* */
+	uint64_t size;
+	int fd;                     /* shm over the data plane: a memfd; cuda_vmm: its handle; else -1 */
+	const char *path;           /* shm by path (control plane): a file directly under /dev/shm */
+	uint8_t device_uuid[KVT_UUID_BYTES];      /* GPU kinds */
+	uint8_t ipc_handle[KVT_IPC_HANDLE_BYTES]; /* cuda_ipc */
+	uint64_t offset;                          /* cuda_ipc: into the allocation */
+};
+
+/*
+ * The one registration path, for every kind, for owner (a session over the
+ * data plane, a pid through the control plane). shm by fd: a sealable memfd
+ * of at least size bytes, sealed against shrinking here (fd stays the
+ * caller's); shm by path: a regular file directly under /dev/shm, no
+ * symlink; cuda_vmm: the fd imported on the device; cuda_ipc: the handle
+ * opened. Returns the index, or -EBADF (no fd where one is needed), -EINVAL
+ * (size 0, not a sealable memfd or a file under /dev/shm, smaller than
+ * size, a handle that does not open), -ENOENT, -ENODEV (no such GPU),
+ * -KVT_ENOCUDA, -ENOSPC (the session has KVT_MAX_BUFFERS, or the table is
+ * full), -EOPNOTSUPP (unknown kind), or a mapping error.
+ */
+int buffers_register(struct buffer_table *t, const struct buffer_user *owner,
+		     const struct buffer_spec *spec);
 
 /* The buffer index names for user: -ENOENT unknown, -EPERM another's. */
 int buffers_get(struct buffer_table *t, const struct buffer_user *user, uint32_t index,

@@ -1,9 +1,11 @@
 /*
- * dataplane.h — the data plane: the Unix-socket listener, client
- * connections (lanes) and sessions (clients), frame parsing, and the ops of
- * include/kvtier/protocol.h carried out against L1 through a copy engine.
+ * dataplane.h — the data plane as one object: the Unix-socket listener, the
+ * copy engines' completions and the after-batch hook on the event loop, and
+ * what its rooms share (struct dp): connections (conn.h), sessions and
+ * namespaces (sessions.h), op handlers (ops.h), the tiered transfer
+ * (tiering.h), buffers (buffers.h) and the counters (dp_stats.h).
  *
- * Runs on the event loop thread; nothing here blocks on a client. Bad input
+ * Owner: the event loop thread; nothing here blocks on a client. Bad input
  * gets an error reply and a counter, or, when the stream can no longer be
  * parsed, a closed connection; other connections never notice.
  */
@@ -20,6 +22,7 @@
 #include "l2.h"
 #include "loop.h"
 #include "ns.h"
+#include "tiering.h"
 
 struct dp_conn;
 struct dp_session;
@@ -47,8 +50,7 @@ struct dp {
 	uint32_t max_namespaces_per_client;
 	uint64_t namespace_l1_quota, namespace_l2_quota;
 	struct l1 *l1;
-	struct l2 *l2;               /* NULL without L2; set by the daemon */
-	bool l2_evict;               /* mode evict: LOADs read L1 misses from L2; policy */
+	struct tiering tiering;      /* L2 and the mode, set by l2svc.h and policy.h */
 	struct ns_registry *namespaces;
 	struct copy_engine *copy;     /* memcpy: shm buffers */
 	struct copy_engine *gpu_copy; /* CUDA: GPU buffers; NULL without a GPU */
@@ -94,5 +96,6 @@ void dp_buffers_foreach(const struct dp *dp,
 
 /* Monotonic milliseconds and nanoseconds, as the data plane counts time. */
 uint64_t dp_now_ms(void);
+uint64_t dp_now_ns(void);
 
 #endif

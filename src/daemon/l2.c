@@ -617,9 +617,8 @@ static bool fit_quota(struct l2 *l2, const struct kvt_ns *ns, uint64_t bytes)
 	return true;
 }
 
-static void take_victim(void *ctx, const struct l1_victim *v)
+void l2_write_victim(struct l2 *l2, const struct l1_victim *v)
 {
-	struct l2 *l2 = ctx;
 	if (!l2_writable(l2)) {
 		STAT_ADD(l2, victims_dropped_off, 1);
 		return;
@@ -658,24 +657,12 @@ static void take_victim(void *ctx, const struct l1_victim *v)
 	STAT_ADD(l2, victims_written, 1);
 }
 
-static bool contains_hook(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key)
+bool l2_has_room(const struct l2 *l2)
 {
-	return l2_contains(ctx, ns, key);
-}
-
-/* Room now: an idle write buffer, or an open region less than half full. */
-static bool has_room_hook(void *ctx)
-{
-	struct l2 *l2 = ctx;
 	for (uint32_t i = 0; i < l2->nwbufs; i++)
 		if (!l2->wbufs[i].region)
 			return true;
 	return l2->open && l2->open->used <= l2->region_size / 2;
-}
-
-struct l1_lower_tier l2_lower_tier(struct l2 *l2)
-{
-	return (struct l1_lower_tier){l2, contains_hook, take_victim, has_room_hook};
 }
 
 /* --- reads --- */

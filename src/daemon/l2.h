@@ -209,8 +209,14 @@ bool l2_writable(const struct l2 *l2);
  */
 int l2_probe(struct l2 *l2);
 
-/* The lower-tier hooks for L1 (contains, take_victim), bound to l2. */
-struct l1_lower_tier l2_lower_tier(struct l2 *l2);
+/*
+ * Writes an L1 victim: its records go into the open region's write buffer
+ * and out at once. Never waits: a victim L2 cannot take now is dropped and
+ * counted (victims_dropped_*), one it holds already is counted as present.
+ */
+void l2_write_victim(struct l2 *l2, const struct l1_victim *v);
+/* Room for a victim now: an idle write buffer, or an open region less than half full. */
+bool l2_has_room(const struct l2 *l2);
 bool l2_contains(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key);
 
 /* The data bytes of rank's part of (ns, key), or -ENOENT (counted as a read miss). */

@@ -87,8 +87,8 @@ static void submit_queued(struct loop_hook *hook)
 
 void l2svc_set_evict(struct l2svc *s, bool evict)
 {
-	struct l1_lower_tier lower = l2_lower_tier(&s->l2);
-	s->dp->l2_evict = evict;
+	struct l1_lower_tier lower = tiering_lower_tier(&s->l2);
+	s->dp->tiering.evict = evict;
 	l1_set_lower_tier(s->l1, evict ? &lower : NULL);
 }
 
@@ -121,7 +121,7 @@ static void on_recovered(struct loop_source *src, uint32_t events)
 		l2_start(&s->l2);
 		loop_add_hook(s->loop, &s->submit_hook);
 		start_probe_timer(s);
-		s->dp->l2 = &s->l2;
+		s->dp->tiering.l2 = &s->l2;
 		l2svc_set_evict(s, true);
 		s->started = true;
 	}

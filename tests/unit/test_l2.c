@@ -126,8 +126,7 @@ static void put_nowait(struct fixture *f, const struct kvt_ns *ns, uint64_t n)
 	for (uint16_t r = 0; r < ns->tp_size; r++)
 		test_fill(bytes[r], PART, n * 8 + r);
 	struct l1_victim v = {ns, &key, ns->tp_size, parts, lengths, L1_EVICT_CAPACITY};
-	struct l1_lower_tier lt = l2_lower_tier(&f->l2);
-	lt.take_victim(lt.ctx, &v);
+	l2_write_victim(&f->l2, &v);
 }
 
 /* Hands the victim (ns, n) to L2: each part's bytes derive from (n, rank). */

@@ -1,0 +1,77 @@
+/*
+ * conn.h — the data plane's connections (lanes): reading the socket and the
+ * fds that come with it, cutting the byte stream into whole frames for the
+ * op handlers (ops.h), the reply buffer and its flush, and a connection's
+ * end: closed at once, retired once no copy of it is in flight, freed after
+ * the loop's batch (a later event of the same batch may still name it).
+ *
+ * Owner: the event loop thread.
+ */
+#ifndef KVTD_CONN_H
+#define KVTD_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "loop.h"
+#include "ns.h"
+
+#define DP_MAX_QUEUED_FDS 4
+
+struct dp;
+struct dp_session;
+
+struct dp_conn {
+	struct loop_source src;
+	struct dp *dp;
+	struct dp_conn *next;
+	struct dp_session *session;  /* set by HELLO */
+	const struct kvt_ns *ns;     /* set by HELLO */
+	pid_t pid;                   /* SO_PEERCRED; 0 when unknown */
+	uint8_t role;
+	uint16_t rank;
+	bool hello_done;
+	bool dead;                   /* socket closed; waits for copies in flight */
+	bool retired;                /* off the live list; freed after the batch */
+	bool flush_queued;           /* on dp->flush_conns */
+	struct dp_conn *next_flush;
+	bool want_out;               /* EPOLLOUT armed */
+	uint32_t inflight;           /* STOREs and LOADs not yet answered */
+	int fds[DP_MAX_QUEUED_FDS];  /* received with SCM_RIGHTS, not yet used */
+	unsigned nfds;
+	uint8_t *in;
+	size_t in_len, in_cap;
+	uint8_t *out;
+	size_t out_len, out_off, out_cap;
+};
+
+/* Adds an accepted, non-blocking socket as a new lane. 0, or -errno (fd closed). */
+int conn_open(struct dp *dp, int fd);
+
+/*
+ * Room for a reply of len payload bytes after the header it writes; sent
+ * when the connection's input is parsed, or after the batch. NULL when the
+ * reply is dropped: the connection is dead, or was closed now for leaving
+ * too many reply bytes unread (counted as slow_reader) or for want of memory.
+ */
+uint8_t *conn_reply_begin(struct dp_conn *c, uint16_t op, uint64_t id, int32_t status,
+			  size_t len);
+void conn_reply_status(struct dp_conn *c, uint16_t op, uint64_t id, int32_t status);
+
+/* The oldest fd that came with the connection's frames (the caller owns it), or -1. */
+int conn_take_fd(struct dp_conn *c);
+
+/* A STORE or LOAD of c has been answered: its reply goes after the batch. */
+void conn_request_done(struct dp_conn *c);
+
+/* Closes the socket now; the rest waits for the copies in flight. */
+void conn_close(struct dp_conn *c);
+/* Closes every connection (shutdown). */
+void conn_close_all(struct dp *dp);
+
+/* The data plane's after-batch step: queued replies sent, then the retired freed. */
+void conn_after_batch(struct dp *dp);
+
+#endif

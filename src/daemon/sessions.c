@@ -1,0 +1,192 @@
+/* sessions.c — see sessions.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/random.h>
+
+#include "dataplane.h"
+#include "log.h"
+#include "owner_stats.h"
+#include "sessions.h"
+
+/* --- sessions --- */
+
+struct dp_session *session_new(struct dp *dp, pid_t pid)
+{
+	struct dp_session *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->leases = calloc(dp->max_leases_per_client, sizeof(*s->leases));
+	if (!s->leases || getrandom(&s->id, sizeof(s->id), 0) != sizeof(s->id)) {
+		free(s->leases);
+		free(s);
+		return NULL;
+	}
+	s->id |= 1; /* never 0: 0 asks for a new session */
+	s->pid = pid;
+	s->next = dp->sessions;
+	dp->sessions = s;
+	STAT_ADD(dp, clients_active, 1);
+	return s;
+}
+
+struct dp_session *session_find(struct dp *dp, uint64_t id)
+{
+	for (struct dp_session *s = dp->sessions; s; s = s->next)
+		if (s->id == id)
+			return s;
+	return NULL;
+}
+
+/* The last lane of a client is gone: its buffers and leases go at once. */
+static void session_end(struct dp *dp, struct dp_session *s)
+{
+	unsigned nbuf = buffers_drop_session(&dp->buffers, s->id);
+	unsigned nleases = 0;
+	for (uint32_t i = 0; i < s->nleases; i++)
+		nleases += l1_lease_release(dp->l1, s->leases[i]) == 0;
+	log_debug("client %016llx (pid %d) gone: %u buffers, %u leases released",
+		  (unsigned long long)s->id, (int)s->pid, nbuf, nleases);
+	struct dp_session **p = &dp->sessions;
+	while (*p != s)
+		p = &(*p)->next;
+	*p = s->next;
+	free(s->leases);
+	free(s);
+	STAT_SUB(dp, clients_active, 1);
+}
+
+void session_leave(struct dp *dp, struct dp_session *s)
+{
+	if (--s->nconns == 0)
+		session_end(dp, s);
+}
+
+/* --- leases --- */
+
+/* Forgets leases that expired, so the per-client list holds live ones only. */
+static void session_prune_leases(struct dp *dp, struct dp_session *s)
+{
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < s->nleases; i++)
+		if (l1_lease_active(dp->l1, s->leases[i]))
+			s->leases[kept++] = s->leases[i];
+	s->nleases = kept;
+}
+
+bool session_lease_room(struct dp *dp, struct dp_session *s)
+{
+	if (s->nleases == dp->max_leases_per_client)
+		session_prune_leases(dp, s);
+	if (s->nleases < dp->max_leases_per_client)
+		return true;
+	STAT_ADD(dp, rejected_lease_limit, 1);
+	return false;
+}
+
+void session_add_lease(struct dp_session *s, uint64_t lease)
+{
+	s->leases[s->nleases++] = lease;
+}
+
+bool session_forget_lease(struct dp_session *s, uint64_t lease)
+{
+	for (uint32_t i = 0; i < s->nleases; i++) {
+		if (s->leases[i] == lease) {
+			s->leases[i] = s->leases[--s->nleases];
+			return true;
+		}
+	}
+	return false;
+}
+
+/* --- namespaces --- */
+
+static bool ns_idle(const struct kvt_ns *ns)
+{
+	return ns->dp_conns == 0 && ns->l1_items == 0;
+}
+
+static void ns_reclaim(struct dp *dp, struct kvt_ns *ns)
+{
+	log_debug("namespace %u (%s) reclaimed: no client, nothing in L1", ns->id, ns->model);
+	ns_remove(dp->namespaces, ns);
+	STAT_ADD(dp, namespaces_reclaimed, 1);
+}
+
+void ns_reclaim_if_idle(struct dp *dp, struct kvt_ns *ns)
+{
+	if (ns_idle(ns))
+		ns_reclaim(dp, ns);
+}
+
+uint32_t dp_reclaim_namespaces(struct dp *dp)
+{
+	uint32_t n = 0;
+	for (uint32_t i = dp->namespaces->count; i-- > 0;) { /* removal moves the last into i */
+		struct kvt_ns *ns = dp->namespaces->ns[i];
+		if (ns_idle(ns)) {
+			ns_reclaim(dp, ns);
+			n++;
+		}
+	}
+	return n;
+}
+
+void ns_bind(struct kvt_ns *ns)
+{
+	ns->dp_conns++;
+}
+
+void ns_unbind(struct dp *dp, struct kvt_ns *ns)
+{
+	ns->dp_conns--;
+	ns_reclaim_if_idle(dp, ns);
+}
+
+/* ns_get, and once more after a sweep of idle namespaces when the table is full. */
+static int get_namespace(struct dp *dp, const struct frame_hello *hello, struct kvt_ns **ns)
+{
+	int err = ns_get(dp->namespaces, hello->model, hello->salt, hello->block_bytes,
+			 hello->tp_size, ns);
+	if (err == -ENOSPC && dp_reclaim_namespaces(dp))
+		err = ns_get(dp->namespaces, hello->model, hello->salt, hello->block_bytes,
+			     hello->tp_size, ns);
+	if (err == -KVT_ENSCONFLICT)
+		STAT_ADD(dp, rejected_ns_conflict, 1);
+	else if (err == -ENOSPC)
+		STAT_ADD(dp, rejected_namespaces_full, 1);
+	else if (err < 0)
+		STAT_ADD(dp, rejected_bad_hello, 1);
+	return err;
+}
+
+int session_hello_namespace(struct dp *dp, const struct dp_session *s,
+			    const struct frame_hello *hello, struct kvt_ns **out, bool *created)
+{
+	*created = false;
+	struct kvt_ns *ns = ns_find(dp->namespaces, hello->model, hello->salt);
+	if (!ns && s && s->namespaces_created >= dp->max_namespaces_per_client) {
+		STAT_ADD(dp, rejected_namespace_limit, 1);
+		return -KVT_ENSLIMIT;
+	}
+	int err = get_namespace(dp, hello, &ns);
+	if (err < 0)
+		return err;
+	if (err == 1) {
+		*created = true;
+		ns->l1_quota = dp->namespace_l1_quota;
+		ns->l2_quota = dp->namespace_l2_quota;
+	}
+	if (!ns->l1_class && (err = l1_ns_open(dp->l1, ns)) < 0) {
+		STAT_ADD(dp, rejected_bad_hello, 1);
+		if (*created)
+			ns_remove(dp->namespaces, ns);
+		return err;
+	}
+	if (ns->l1_quota && ns->l1_quota < ns->l1_class->slot_size)
+		ns->l1_quota = ns->l1_class->slot_size; /* a default quota below one block: one block */
+	*out = ns;
+	return 0;
+}

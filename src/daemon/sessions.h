@@ -1,0 +1,60 @@
+/*
+ * sessions.h — the data plane's clients: a session per client process (its
+ * lanes share it), the leases its LOOKUPs took, and the namespaces its
+ * HELLOs bound and created (with their reclaim once idle).
+ *
+ * Owner: the event loop thread.
+ */
+#ifndef KVTD_SESSIONS_H
+#define KVTD_SESSIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "frame.h"
+#include "ns.h"
+
+struct dp;
+
+struct dp_session {
+	uint64_t id;               /* random, never 0 */
+	pid_t pid;                 /* of its first lane; 0 when unknown */
+	uint32_t nconns;
+	uint32_t namespaces_created;
+	uint32_t nleases;
+	uint64_t *leases;          /* max_leases_per_client slots */
+	struct dp_session *next;
+};
+
+/* A new session of pid with no lane yet; NULL when out of memory. */
+struct dp_session *session_new(struct dp *dp, pid_t pid);
+struct dp_session *session_find(struct dp *dp, uint64_t id);
+/* A lane of s closed: the last one ends s, releasing its buffers and leases. */
+void session_leave(struct dp *dp, struct dp_session *s);
+
+/*
+ * Room for one more lease in s: expired ones are forgotten first. False
+ * (counted as rejected lease_limit) when s holds max_leases_per_client.
+ */
+bool session_lease_room(struct dp *dp, struct dp_session *s);
+void session_add_lease(struct dp_session *s, uint64_t lease);
+/* Forgets lease if s holds it: a lease is released only by its taker. */
+bool session_forget_lease(struct dp_session *s, uint64_t lease);
+
+/*
+ * The namespace a HELLO names, created when new within the session's
+ * allowance (s NULL: a new session, nothing created yet); a full table is
+ * swept of idle namespaces once before it is refused. 0, -KVT_ENSLIMIT,
+ * -KVT_ENSCONFLICT, -ENOSPC, or another error of ns_get or l1_ns_open; each
+ * counted.
+ */
+int session_hello_namespace(struct dp *dp, const struct dp_session *s,
+			    const struct frame_hello *hello, struct kvt_ns **out, bool *created);
+/* A lane binds to ns, or leaves it: an idle namespace (no lane, nothing in L1) is reclaimed. */
+void ns_bind(struct kvt_ns *ns);
+void ns_unbind(struct dp *dp, struct kvt_ns *ns);
+/* Reclaims ns now if it is idle (a HELLO that bound nothing after all). */
+void ns_reclaim_if_idle(struct dp *dp, struct kvt_ns *ns);
+
+#endif

@@ -1,0 +1,247 @@
+/* tiering.c — see tiering.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "owner_stats.h"
+#include "tiering.h"
+
+#define COUNT(t, field) STATS_ADD((t)->stats, field, 1)
+
+void tier_xfer_init(struct tier_xfer *x, struct tiering *t, struct copy_engine *engine,
+		    int device, unsigned lane, bool store, struct tier_block *blocks, uint32_t n)
+{
+	copy_batch_init(&x->batch, device, lane);
+	x->tiering = t;
+	x->engine = engine;
+	x->store = store;
+	x->l2_pending = 1;
+	x->blocks = blocks;
+	x->n = n;
+}
+
+static void block_fail(struct tier_block *b, int32_t status)
+{
+	b->state = TIER_BLOCK_FAILED;
+	b->status = status;
+}
+
+/* --- read-through from L2 --- */
+
+/* Whether LOADs go to L2 for blocks L1 misses: evict mode, L2 ready (failed or not: reads verify). */
+static bool read_through_on(const struct tiering *t)
+{
+	return t->l2 && t->evict && l2_readable(t->l2);
+}
+
+/* The copies are all queued once the last L2 read is back: seal the batch. */
+static void l2_read_settled(struct tier_xfer *x)
+{
+	if (--x->l2_pending == 0)
+		copy_batch_seal(x->engine, &x->batch);
+}
+
+/* Gives back what an L2 read held: the slot being promoted into, or the bounce buffer. */
+static void l2_read_undo(struct tiering *t, struct tier_block *b, int32_t status)
+{
+	if (b->state == TIER_BLOCK_PROMOTING)
+		l1_store_abort(t->l1, &b->ref);
+	free(b->bounce);
+	b->bounce = NULL;
+	block_fail(b, status);
+}
+
+static void l2_read_arrived(struct tier_xfer *x, struct tier_block *b)
+{
+	b->length = b->rd.length;
+	const uint8_t *from = b->state == TIER_BLOCK_PROMOTING ? b->ref.data : b->bounce;
+	copy_add(x->engine, &x->batch, b->staging, from, b->length);
+}
+
+/* An L2 read is back: its block's copy to staging starts now. */
+static void on_l2_read(struct l2_read *rd, int status)
+{
+	struct tier_block *b = (struct tier_block *)((char *)rd - offsetof(struct tier_block, rd));
+	struct tier_xfer *x = b->xfer;
+	if (status) /* an I/O error or a checksum failure: a miss, counted by L2 */
+		l2_read_undo(x->tiering, b, -ENOENT);
+	else
+		l2_read_arrived(x, b);
+	l2_read_settled(x);
+}
+
+/*
+ * Reads a block L1 misses from L2. The target is a new L1 slot (the block
+ * is promoted) or, when none can be had, a bounce buffer. Taking the slot
+ * may evict L1 items, whose victims are written to L2 and may reclaim an L2
+ * region: so L2 is asked for the part twice, for its length before the slot
+ * is taken and for the read after, when it may be gone.
+ */
+static void load_from_l2(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
+			 const struct kvt_ns *ns, uint16_t rank, const struct kvt_key *key,
+			 uint32_t room)
+{
+	int64_t len = l2_part_length(t->l2, ns, key, rank);
+	if (len < 0)
+		return; /* stays FAILED with -ENOENT */
+	if ((uint64_t)len > room) {
+		COUNT(t, rejected_out_of_range);
+		block_fail(b, -ERANGE);
+		return;
+	}
+	uint64_t cap = arena_slot_size(ns->block_bytes);
+	uint8_t *dst;
+	if (l1_store_begin(t->l1, ns, key, rank, (uint32_t)len, &b->ref) == 0) {
+		b->state = TIER_BLOCK_PROMOTING;
+		dst = b->ref.data;
+	} else if (posix_memalign((void **)&b->bounce, ARENA_SLOT_ALIGN, cap) == 0) {
+		b->state = TIER_BLOCK_BOUNCING;
+		dst = b->bounce;
+	} else {
+		return;
+	}
+	b->status = 0;
+	b->rd.done = on_l2_read;
+	int rc = l2_read_begin(t->l2, ns, key, rank, dst, cap, &b->rd);
+	if (rc < 0)
+		l2_read_undo(t, b, -ENOENT);
+	else if (rc == 1) /* from a write buffer, copied already */
+		l2_read_arrived(x, b);
+	else
+		x->l2_pending++;
+}
+
+/* --- issuing a block --- */
+
+static void store_block(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
+			const struct kvt_ns *ns, uint16_t rank, const struct kvt_key *key,
+			uint32_t length)
+{
+	/* May evict L1 items (their victims to L2 in evict mode) to free a slot. */
+	int err = l1_store_begin(t->l1, ns, key, rank, length, &b->ref);
+	if (err == -KVT_EQUOTA)
+		COUNT(t, rejected_quota);
+	if (err) {
+		block_fail(b, err == -EEXIST ? 0 : err); /* a stored part is a no-op */
+		return;
+	}
+	b->state = TIER_BLOCK_STORING;
+	b->length = length;
+	copy_add(x->engine, &x->batch, b->ref.data, b->staging, length);
+}
+
+static void load_block(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
+		       const struct kvt_ns *ns, uint16_t rank, const struct kvt_key *key,
+		       uint32_t room)
+{
+	int err = l1_load_begin(t->l1, ns, key, rank, &b->ref);
+	if (err == -ENOENT && read_through_on(t)) {
+		block_fail(b, -ENOENT);
+		load_from_l2(t, x, b, ns, rank, key, room);
+		return;
+	}
+	if (err) {
+		block_fail(b, err);
+		return;
+	}
+	if (b->ref.length > room) { /* the part does not fit its space */
+		l1_load_end(t->l1, &b->ref);
+		COUNT(t, rejected_out_of_range);
+		block_fail(b, -ERANGE);
+		return;
+	}
+	b->state = TIER_BLOCK_LOADING;
+	b->length = b->ref.length;
+	copy_add(x->engine, &x->batch, b->staging, b->ref.data, b->length);
+}
+
+void tier_block_issue(struct tiering *t, struct tier_xfer *x, uint32_t i, const struct kvt_ns *ns,
+		      uint16_t rank, const struct kvt_key *key, uint8_t *staging, uint32_t length)
+{
+	struct tier_block *b = &x->blocks[i];
+	b->xfer = x;
+	b->staging = staging;
+	if (x->store)
+		store_block(t, x, b, ns, rank, key, length);
+	else
+		load_block(t, x, b, ns, rank, key, length);
+}
+
+void tier_xfer_issued(struct tier_xfer *x)
+{
+	l2_read_settled(x);
+}
+
+/* --- finishing --- */
+
+static void count_block(struct tiering *t, bool store, const struct tier_block *b)
+{
+	switch (b->state) {
+	case TIER_BLOCK_FAILED:
+		if (!store && b->status == -ENOENT)
+			COUNT(t, blocks_load_missing);
+		return;
+	case TIER_BLOCK_STORING:
+		COUNT(t, blocks_stored);
+		STATS_ADD(t->stats, bytes_stored, b->length);
+		return;
+	case TIER_BLOCK_PROMOTING:
+		COUNT(t, blocks_promoted);
+		/* fall through */
+	case TIER_BLOCK_BOUNCING:
+		COUNT(t, blocks_loaded_l2);
+		/* fall through */
+	case TIER_BLOCK_LOADING:
+		COUNT(t, blocks_loaded);
+		STATS_ADD(t->stats, bytes_loaded, b->length);
+		return;
+	}
+}
+
+/* Commits or unpins one block; a fault fails every block that was copied. */
+static void block_finish(struct tiering *t, bool store, struct tier_block *b, int32_t fault)
+{
+	bool written = b->state == TIER_BLOCK_STORING || b->state == TIER_BLOCK_PROMOTING;
+	if (written && fault)
+		l1_store_abort(t->l1, &b->ref);
+	else if (written)
+		l1_store_commit(t->l1, &b->ref);
+	else if (b->state == TIER_BLOCK_LOADING)
+		l1_load_end(t->l1, &b->ref);
+	free(b->bounce);
+	b->bounce = NULL;
+	if (fault && b->state != TIER_BLOCK_FAILED)
+		block_fail(b, fault);
+	count_block(t, store, b);
+}
+
+int32_t tier_xfer_finish(struct tiering *t, struct tier_xfer *x)
+{
+	int32_t fault = atomic_load(&x->batch.failed);
+	for (uint32_t i = 0; i < x->n; i++)
+		block_finish(t, x->store, &x->blocks[i], fault);
+	return fault;
+}
+
+/* --- L1's victims --- */
+
+static bool contains_hook(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key)
+{
+	return l2_contains(ctx, ns, key);
+}
+
+static void take_victim_hook(void *ctx, const struct l1_victim *v)
+{
+	l2_write_victim(ctx, v);
+}
+
+static bool has_room_hook(void *ctx)
+{
+	return l2_has_room(ctx);
+}
+
+struct l1_lower_tier tiering_lower_tier(struct l2 *l2)
+{
+	return (struct l1_lower_tier){l2, contains_hook, take_victim_hook, has_room_hook};
+}

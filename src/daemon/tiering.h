@@ -1,0 +1,100 @@
+/*
+ * tiering.h — the tiered transfer of one STORE or LOAD: each block's way
+ * between a staging buffer and the tiers. A STORE fills a new L1 slot; a
+ * LOAD copies from L1, or, on an L1 miss in evict mode, reads the block from
+ * L2 (read-through) into a new L1 slot it keeps (promotion) or, when no slot
+ * can be had, into a bounce buffer; and L1's victims go to L2 through the
+ * lower-tier hooks made here. The glue between the engines (l1.h, l2.h) and
+ * the copy engine, as memcached's storage.c is: the engines know nothing of
+ * each other or of clients, and this file knows no sockets or frames.
+ *
+ * Owner: the event loop thread, for every call and callback.
+ */
+#ifndef KVTD_TIERING_H
+#define KVTD_TIERING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "copy.h"
+#include "dp_stats.h"
+#include "l1.h"
+#include "l2.h"
+
+/* Where a block of a transfer stands; set when it is issued, read when the copies are done. */
+enum tier_block_state {
+	TIER_BLOCK_FAILED,     /* status says why; nothing held */
+	TIER_BLOCK_STORING,    /* an L1 slot pinned, being filled from staging */
+	TIER_BLOCK_LOADING,    /* an L1 part pinned, being copied to staging */
+	TIER_BLOCK_PROMOTING,  /* an L1 slot pinned, filled by an L2 read, then copied to staging */
+	TIER_BLOCK_BOUNCING,   /* an L2 read into a bounce buffer, then copied to staging */
+};
+
+struct tier_xfer;
+struct tiering;
+
+struct tier_block {
+	enum tier_block_state state;
+	int32_t status;            /* 0, or the block's KVT_E* / -errno status */
+	uint32_t length;           /* bytes moved */
+	struct l1_ref ref;         /* STORING, LOADING, PROMOTING */
+	uint8_t *bounce;           /* BOUNCING */
+	uint8_t *staging;          /* where an L2 read's bytes go once read */
+	struct tier_xfer *xfer;
+	struct l2_read rd;
+};
+
+/* The blocks of one request, copied as one batch of one copy engine. */
+struct tier_xfer {
+	struct copy_batch batch;   /* the copy engine hands this back (tier_xfer_of) */
+	struct tiering *tiering;
+	struct copy_engine *engine;
+	bool store;
+	uint32_t l2_pending;       /* L2 reads not back, +1 until every block is issued */
+	uint32_t n;
+	struct tier_block *blocks;
+};
+
+static inline struct tier_xfer *tier_xfer_of(struct copy_batch *b)
+{
+	return (struct tier_xfer *)((char *)b - offsetof(struct tier_xfer, batch));
+}
+
+/*
+ * The tiers a transfer may use. l2 is set once L2's index is rebuilt; evict
+ * is the mode (policy.h): LOADs read L1 misses from L2 only in evict mode.
+ * The data plane's counters of blocks moved (dp_stats.h) are kept here.
+ */
+struct tiering {
+	struct l1 *l1;
+	struct l2 *l2;             /* NULL without L2, or until it serves */
+	bool evict;
+	struct dp_stats *stats;
+};
+
+/* Starts a transfer of n blocks (blocks zeroed by the caller) on engine. */
+void tier_xfer_init(struct tier_xfer *x, struct tiering *t, struct copy_engine *engine,
+		    int device, unsigned lane, bool store, struct tier_block *blocks, uint32_t n);
+/*
+ * Issues block i: key's rank part of ns, between staging and the tiers,
+ * length bytes (a STORE's part; for a LOAD the room staging has). On return
+ * the block is FAILED with its status, or its copy is queued or waits for
+ * an L2 read. Counts refusals (quota, out_of_range) in the stats.
+ */
+void tier_block_issue(struct tiering *t, struct tier_xfer *x, uint32_t i, const struct kvt_ns *ns,
+		      uint16_t rank, const struct kvt_key *key, uint8_t *staging, uint32_t length);
+/* Every block is issued: the batch is sealed once the last L2 read is back. */
+void tier_xfer_issued(struct tier_xfer *x);
+/*
+ * Once the batch is done (copy_engine_reap): commits what was written,
+ * unpins what was read, frees bounce buffers, counts each block, and
+ * returns the batch's fault (0, or -EFAULT for a faulting copy: every copied
+ * block then fails with it, since which one faulted is not known).
+ */
+int32_t tier_xfer_finish(struct tiering *t, struct tier_xfer *x);
+
+/* L1's lower tier in evict mode: L2's hooks for victims, lookups and room. */
+struct l1_lower_tier tiering_lower_tier(struct l2 *l2);
+
+#endif
