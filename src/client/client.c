@@ -7,7 +7,6 @@
  * for receiving, and a table of max_inflight request slots), so a request
  * allocates nothing. A request id carries its slot in the low 16 bits.
  */
-#define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
@@ -25,7 +24,7 @@
 #include "kvtier/kvtier.h"
 #include "kvtier/protocol.h"
 #include "client_internal.h"
-#include "replies.h"
+#include "codec.h"
 #include "wire.h"
 
 #define SLOT_BITS 16
@@ -142,12 +141,12 @@ static void finish(struct lane *l, const struct wire_hdr *h, const uint8_t *p)
 	slot->status = h->status > 0 ? -EBADMSG : h->status;
 	if (h->status == 0) {
 		if (slot->op == KVT_OP_STORE || slot->op == KVT_OP_LOAD)
-			slot->status = kvt__decode_transfer_reply(p, h->length, slot->op == KVT_OP_LOAD,
+			slot->status = reply_decode_transfer(p, h->length, slot->op == KVT_OP_LOAD,
 								  slot->blocks, slot->nblocks);
 		else if (slot->op == KVT_OP_LOOKUP)
-			slot->status = kvt__decode_lookup_reply(p, h->length, slot->lookup);
+			slot->status = reply_decode_lookup(p, h->length, slot->lookup);
 		else if (slot->reply)
-			slot->status = kvt__decode_fixed_reply(p, h->length, slot->reply,
+			slot->status = reply_decode_fixed(p, h->length, slot->reply,
 							       slot->reply_len);
 		else if (h->length) /* PING, UNREGISTER, RELEASE answer nothing */
 			slot->status = -EBADMSG;
@@ -258,9 +257,9 @@ static void lane_close(struct lane *l)
 }
 
 /* The payload area of the lane's send buffer; only with the lane lock held. */
-static struct wire_wr lane_payload(struct lane *l, size_t len)
+static uint8_t *lane_payload(struct lane *l)
 {
-	return (struct wire_wr){l->tx + KVT_HDR_BYTES, len, false};
+	return l->tx + KVT_HDR_BYTES;
 }
 
 /*
@@ -289,28 +288,24 @@ static int hello(struct kvt_client *c, struct lane *l, const struct kvt_client_o
 	size_t mlen = strlen(o->model), slen = strlen(salt);
 	if (mlen == 0 || mlen > KVT_MAX_NAME || slen > KVT_MAX_NAME)
 		return -EINVAL;
+	struct frame_hello fh = {
+		.version = KVT_PROTO_VERSION, .role = o->scheduler ? KVT_ROLE_SCHEDULER : KVT_ROLE_WORKER,
+		.tp_size = o->tp_size ? o->tp_size : 1, .rank = o->rank, .block_bytes = o->block_bytes,
+		.session = c->session,
+	};
+	memcpy(fh.model, o->model, mlen + 1);
+	memcpy(fh.salt, salt, slen + 1);
 	pthread_mutex_lock(&l->lock);
-	struct wire_wr w = lane_payload(l, KVT_MAX_FRAME_BYTES);
-	wire_put_u16(&w, KVT_PROTO_VERSION);
-	wire_put_u8(&w, o->scheduler ? KVT_ROLE_SCHEDULER : KVT_ROLE_WORKER);
-	wire_put_u8(&w, 0);
-	wire_put_u16(&w, o->tp_size ? o->tp_size : 1);
-	wire_put_u16(&w, o->rank);
-	wire_put_u64(&w, o->block_bytes);
-	wire_put_u64(&w, c->session);
-	wire_put_u16(&w, (uint16_t)mlen);
-	wire_put_u16(&w, (uint16_t)slen);
-	wire_put_u32(&w, 0);
-	wire_put_bytes(&w, o->model, mlen);
-	wire_put_bytes(&w, salt, slen);
+	size_t len = frame_encode_hello(lane_payload(l), &fh);
 	uint8_t reply[KVT_HELLO_REPLY_BYTES] = {0};
-	int err = lane_call_unlock(l, KVT_OP_HELLO, KVT_HELLO_BYTES + mlen + slen, -1, reply,
-				   sizeof(reply));
+	int err = lane_call_unlock(l, KVT_OP_HELLO, len, -1, reply, sizeof(reply));
 	if (err)
 		return err;
-	struct wire_rd r = {reply, sizeof(reply), false};
-	c->session = wire_u64(&r);
-	return 0;
+	struct reply_hello hr;
+	err = reply_decode_hello(reply, sizeof(reply), &hr);
+	if (!err)
+		c->session = hr.session;
+	return err;
 }
 
 int kvt_client_open(const struct kvt_client_options *o, struct kvt_client **out)
@@ -363,29 +358,21 @@ int kvt__lane_fd(struct kvt_client *c, unsigned lane)
 
 /* --- buffers --- */
 
-int kvt__buffer_register_kind(struct kvt_client *c, uint32_t kind, uint64_t size,
-			      const void *extra, size_t extra_len, int fd, uint32_t *index)
+int kvt__buffer_register_frame(struct kvt_client *c, const struct frame_register *reg, int fd,
+			       uint32_t *index)
 {
 	struct lane *l = &c->lanes[0];
-	size_t len = KVT_REGISTER_BYTES + extra_len;
 	pthread_mutex_lock(&l->lock);
-	struct wire_wr w = lane_payload(l, len);
-	wire_put_u64(&w, size);
-	wire_put_u32(&w, kind);
-	wire_put_u32(&w, 0);
-	wire_put_bytes(&w, extra, extra_len);
+	size_t len = frame_encode_register(lane_payload(l), reg);
 	uint8_t reply[8] = {0};
 	int err = lane_call_unlock(l, KVT_OP_REGISTER, len, fd, reply, sizeof(reply));
-	if (err)
-		return err;
-	struct wire_rd r = {reply, sizeof(reply), false};
-	*index = wire_u32(&r);
-	return 0;
+	return err ? err : reply_decode_register(reply, sizeof(reply), index);
 }
 
 int kvt_buffer_register(struct kvt_client *c, int fd, uint64_t size, uint32_t *index)
 {
-	return kvt__buffer_register_kind(c, KVT_BUFFER_SHM, size, NULL, 0, fd, index);
+	struct frame_register reg = {.kind = KVT_BUFFER_SHM, .size = size};
+	return kvt__buffer_register_frame(c, &reg, fd, index);
 }
 
 int kvt_buffer_create(struct kvt_client *c, uint64_t size, void **addr, uint32_t *index)
@@ -411,10 +398,8 @@ int kvt_buffer_unregister(struct kvt_client *c, uint32_t index)
 {
 	struct lane *l = &c->lanes[0];
 	pthread_mutex_lock(&l->lock);
-	struct wire_wr w = lane_payload(l, 8);
-	wire_put_u32(&w, index);
-	wire_put_u32(&w, 0);
-	return lane_call_unlock(l, KVT_OP_UNREGISTER, 8, -1, NULL, 0);
+	size_t len = frame_encode_u32(lane_payload(l), index);
+	return lane_call_unlock(l, KVT_OP_UNREGISTER, len, -1, NULL, 0);
 }
 
 /* --- asynchronous requests --- */
@@ -433,16 +418,7 @@ static int submit_transfer(struct kvt_client *c, unsigned lane, uint16_t op, uin
 	if (slot) {
 		slot->blocks = blocks;
 		slot->nblocks = n;
-		size_t len = 8 + (size_t)n * KVT_BLOCK_ENTRY_BYTES;
-		struct wire_wr w = lane_payload(l, len);
-		wire_put_u32(&w, buffer);
-		wire_put_u32(&w, n);
-		for (uint32_t i = 0; i < n; i++) {
-			wire_put_bytes(&w, blocks[i].key.bytes, KVT_KEY_BYTES);
-			wire_put_u64(&w, blocks[i].offset);
-			wire_put_u32(&w, blocks[i].length);
-			wire_put_u32(&w, 0);
-		}
+		size_t len = frame_encode_blocks(lane_payload(l), buffer, blocks, n);
 		err = lane_send(l, slot, len, -1);
 		if (!err)
 			*id = slot->id;
@@ -475,11 +451,7 @@ int kvt_submit_lookup(struct kvt_client *c, unsigned lane, struct kvt_lookup *lk
 	int err = -EBUSY;
 	if (slot) {
 		slot->lookup = lk;
-		size_t len = 8 + (size_t)lk->nkeys * KVT_KEY_BYTES;
-		struct wire_wr w = lane_payload(l, len);
-		wire_put_u32(&w, lk->nkeys);
-		wire_put_u32(&w, lk->lease_ms);
-		wire_put_bytes(&w, lk->keys, (size_t)lk->nkeys * KVT_KEY_BYTES);
+		size_t len = frame_encode_lookup(lane_payload(l), lk);
 		err = lane_send(l, slot, len, -1);
 		if (!err)
 			*id = slot->id;
@@ -565,9 +537,8 @@ int kvt_release(struct kvt_client *c, uint64_t lease_id)
 {
 	struct lane *l = &c->lanes[0];
 	pthread_mutex_lock(&l->lock);
-	struct wire_wr w = lane_payload(l, 8);
-	wire_put_u64(&w, lease_id);
-	return lane_call_unlock(l, KVT_OP_RELEASE, 8, -1, NULL, 0);
+	size_t len = frame_encode_u64(lane_payload(l), lease_id);
+	return lane_call_unlock(l, KVT_OP_RELEASE, len, -1, NULL, 0);
 }
 
 int kvt_ping(struct kvt_client *c)

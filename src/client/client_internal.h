@@ -10,11 +10,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec.h"
+
 struct kvt_client;
 
-/* REGISTER of kind with extra_len bytes after the common 16 and fd (or -1). */
-int kvt__buffer_register_kind(struct kvt_client *c, uint32_t kind, uint64_t size,
-			      const void *extra, size_t extra_len, int fd, uint32_t *index);
+/* REGISTER of any kind (codec.h's frame), passing fd (or -1) with it. */
+int kvt__buffer_register_frame(struct kvt_client *c, const struct frame_register *reg, int fd,
+			       uint32_t *index);
 
 /* The socket of a lane, for poll(): readable when replies (or a hang-up) wait. */
 int kvt__lane_fd(struct kvt_client *c, unsigned lane);

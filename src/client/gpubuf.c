@@ -62,17 +62,16 @@ static int vmm_create(struct kvt_client *c, int device, uint64_t size, struct kv
 		return kvt_cuda_errno(rc);
 	CUdeviceptr ptr = 0;
 	int fd = -1;
-	uint8_t uuid[KVT_UUID_BYTES];
+	struct frame_register reg = {.kind = KVT_BUFFER_CUDA_VMM, .size = size};
 	if ((err = kvt_cudrv_map(d, h, size, device, &ptr)))
 		goto release;
 	if (d->mem_export(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS) {
 		err = -EINVAL;
 		goto unmap;
 	}
-	err = device_uuid(device, uuid);
+	err = device_uuid(device, reg.device_uuid);
 	if (!err)
-		err = kvt__buffer_register_kind(c, KVT_BUFFER_CUDA_VMM, size, uuid, sizeof(uuid),
-						fd, &b->index);
+		err = kvt__buffer_register_frame(c, &reg, fd, &b->index);
 	close(fd);
 	if (err)
 		goto unmap;
@@ -105,14 +104,12 @@ int kvt_buffer_register_cuda_ipc(struct kvt_client *c, void *ptr, uint64_t size,
 	cudaIpcMemHandle_t h;
 	if ((rc = cudaIpcGetMemHandle(&h, (void *)(uintptr_t)base)) != cudaSuccess)
 		return runtime_errno(rc);
-	uint8_t extra[KVT_REGISTER_IPC_BYTES - KVT_REGISTER_BYTES];
-	if ((err = device_uuid(attr.device, extra)))
+	struct frame_register reg = {.kind = KVT_BUFFER_CUDA_IPC, .size = size,
+				     .offset = (uint64_t)((uintptr_t)ptr - base)};
+	if ((err = device_uuid(attr.device, reg.device_uuid)))
 		return err;
-	struct wire_wr w = {extra + KVT_UUID_BYTES, sizeof(extra) - KVT_UUID_BYTES, false};
-	wire_put_bytes(&w, h.reserved, KVT_IPC_HANDLE_BYTES);
-	wire_put_u64(&w, (uint64_t)((uintptr_t)ptr - base));
-	return kvt__buffer_register_kind(c, KVT_BUFFER_CUDA_IPC, size, extra, sizeof(extra), -1,
-					 index);
+	memcpy(reg.ipc_handle, h.reserved, KVT_IPC_HANDLE_BYTES);
+	return kvt__buffer_register_frame(c, &reg, -1, index);
 }
 
 static int ipc_create(struct kvt_client *c, int device, uint64_t size, struct kvt_gpu_buffer *b)

@@ -1,5 +1,4 @@
 /* buffers.c — see buffers.h. */
-#define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>

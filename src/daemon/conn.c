@@ -9,7 +9,7 @@
 
 #include "conn.h"
 #include "dataplane.h"
-#include "frame.h"
+#include "codec.h"
 #include "log.h"
 #include "ops.h"
 #include "owner_stats.h"

@@ -123,7 +123,6 @@ static void *host_worker(void *arg)
 		struct copy_chunk c = e->ring[e->head];
 		e->head = (e->head + 1) % e->ring_cap;
 		e->count--;
-		pthread_cond_signal(&e->not_full);
 		pthread_mutex_unlock(&e->lock);
 		if (guarded_copy(c.dst, c.src, c.len))
 			atomic_store(&c.batch->failed, -EFAULT);
@@ -131,11 +130,36 @@ static void *host_worker(void *arg)
 	}
 }
 
+/* Doubles the job ring (lock held), its jobs kept in order; false without memory. */
+static bool ring_grow(struct copy_engine *e)
+{
+	struct copy_chunk *ring = calloc(2 * (size_t)e->ring_cap, sizeof(*ring));
+	if (!ring)
+		return false;
+	for (uint32_t i = 0; i < e->count; i++)
+		ring[i] = e->ring[(e->head + i) % e->ring_cap];
+	free(e->ring);
+	e->ring = ring;
+	e->ring_cap *= 2;
+	e->head = 0;
+	return true;
+}
+
+/*
+ * Queues a chunk without waiting for the threads (the loop thread calls
+ * this): a full ring grows. Without memory to grow it, the chunk is copied
+ * here and now, which is slow but never blocks on another thread.
+ */
 static void host_push(struct copy_engine *e, const struct copy_chunk *c)
 {
 	pthread_mutex_lock(&e->lock);
-	while (e->count == e->ring_cap)
-		pthread_cond_wait(&e->not_full, &e->lock);
+	if (e->count == e->ring_cap && !ring_grow(e)) {
+		pthread_mutex_unlock(&e->lock);
+		if (guarded_copy(c->dst, c->src, c->len))
+			atomic_store(&c->batch->failed, -EFAULT);
+		copy_batch_finish_one(e, c->batch);
+		return;
+	}
 	e->ring[(e->head + e->count) % e->ring_cap] = *c;
 	e->count++;
 	pthread_cond_signal(&e->not_empty);
@@ -189,7 +213,6 @@ int copy_engine_host_init(struct copy_engine *e, unsigned nthreads, size_t chunk
 		goto fail;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->not_empty, NULL);
-	pthread_cond_init(&e->not_full, NULL);
 	for (; e->nthreads < nthreads; e->nthreads++)
 		if (pthread_create(&e->threads[e->nthreads], NULL, host_worker, e))
 			break;

@@ -58,8 +58,8 @@ struct copy_engine {
 	struct copy_batch *done;       /* finished batches, newest first */
 	/* The host engine's job ring and threads. */
 	pthread_mutex_t lock;
-	pthread_cond_t not_empty, not_full;
-	struct copy_chunk *ring;
+	pthread_cond_t not_empty;
+	struct copy_chunk *ring;       /* grows when full: the loop never waits on it */
 	uint32_t ring_cap, head, count;
 	pthread_t *threads;
 	unsigned nthreads;

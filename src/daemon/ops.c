@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "dataplane.h"
-#include "frame.h"
+#include "codec.h"
 #include "ops.h"
 #include "owner_stats.h"
 #include "sessions.h"
@@ -122,14 +122,9 @@ static int op_hello(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *
 	c->rank = hello.role == KVT_ROLE_WORKER ? hello.rank : 0;
 	c->hello_done = true;
 	uint8_t *out = conn_reply_begin(c, h->op, h->id, 0, KVT_HELLO_REPLY_BYTES);
-	if (out) {
-		struct wire_wr w = {out, KVT_HELLO_REPLY_BYTES, false};
-		wire_put_u64(&w, s->id);
-		wire_put_u32(&w, ns->id);
-		wire_put_u32(&w, KVT_MAX_BLOCKS);
-		wire_put_u32(&w, KVT_MAX_KEYS);
-		wire_put_u32(&w, KVT_MAX_FRAME_BYTES);
-	}
+	if (out)
+		reply_encode_hello(out, &(struct reply_hello){s->id, ns->id, KVT_MAX_BLOCKS,
+							      KVT_MAX_KEYS, KVT_MAX_FRAME_BYTES});
 	return 0;
 }
 
@@ -171,11 +166,8 @@ static int op_register(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 		return index;
 	}
 	uint8_t *out = conn_reply_begin(c, h->op, h->id, 0, 8);
-	if (out) {
-		struct wire_wr w = {out, 8, false};
-		wire_put_u32(&w, (uint32_t)index);
-		wire_put_u32(&w, 0);
-	}
+	if (out)
+		reply_encode_register(out, (uint32_t)index);
 	return 0;
 }
 
@@ -218,25 +210,23 @@ static int op_lookup(struct dp_conn *c, const struct wire_hdr *h, const uint8_t 
 	uint32_t lease_ms = lk.lease_ms == KVT_LEASE_DEFAULT ? dp->lease_default_ms : lk.lease_ms;
 	if (lease_ms && !session_lease_room(dp, c->session))
 		lease_ms = 0; /* answer the lookup, without a lease */
-	uint8_t *out = conn_reply_begin(c, h->op, h->id, 0, 16 + (size_t)lk.nkeys);
+	uint8_t *out = conn_reply_begin(c, h->op, h->id, 0, REPLY_LOOKUP_HEAD_BYTES + lk.nkeys);
 	if (!out)
 		return 0;
+	uint8_t *tiers = out + REPLY_LOOKUP_HEAD_BYTES;
 	uint32_t hits;
 	uint64_t lease = 0;
-	err = l1_lookup(dp->l1, c->ns, lk.keys, lk.nkeys, out + 16, lease_ms, dp_now_ms(),
-			&hits, &lease);
+	err = l1_lookup(dp->l1, c->ns, lk.keys, lk.nkeys, tiers, lease_ms, dp_now_ms(), &hits,
+			&lease);
 	if (err == -ENOSPC)
 		REJECT(dp, lease_limit);
 	else if (err) { /* no memory for the lease list: answer "nothing found" */
 		hits = 0;
-		memset(out + 16, KVT_TIER_NONE, lk.nkeys);
+		memset(tiers, KVT_TIER_NONE, lk.nkeys);
 	}
 	if (lease)
 		session_add_lease(c->session, lease);
-	struct wire_wr w = {out, 16, false};
-	wire_put_u32(&w, hits);
-	wire_put_u32(&w, lk.nkeys);
-	wire_put_u64(&w, lease);
+	reply_encode_lookup_head(out, hits, lk.nkeys, lease);
 	return 0;
 }
 
@@ -330,15 +320,13 @@ static void transfer_done(struct dp *dp, struct op_transfer *r)
 	struct dp_conn *c = r->conn;
 	if (tier_xfer_finish(&dp->tiering, &r->xfer))
 		REJECT(dp, buffer_fault);
-	size_t len = 8 + (size_t)r->xfer.n * KVT_BLOCK_STATUS_BYTES;
-	uint8_t *out = conn_reply_begin(c, r->op, r->id, 0, len);
-	struct wire_wr w = {out, out ? len : 0, false};
-	wire_put_u32(&w, r->xfer.n);
-	wire_put_u32(&w, 0);
-	for (uint32_t i = 0; i < r->xfer.n; i++) {
-		const struct tier_block *b = &r->blocks[i];
-		wire_put_u32(&w, (uint32_t)b->status);
-		wire_put_u32(&w, b->status ? 0 : b->length);
+	uint8_t *out = conn_reply_begin(c, r->op, r->id, 0, reply_transfer_bytes(r->xfer.n));
+	if (out) {
+		reply_encode_transfer_head(out, r->xfer.n);
+		for (uint32_t i = 0; i < r->xfer.n; i++) {
+			const struct tier_block *b = &r->blocks[i];
+			reply_encode_transfer_block(out, i, b->status, b->status ? 0 : b->length);
+		}
 	}
 	observe(dp, r->op, 0, r->start_ns);
 	buffers_put(r->buf);

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "frame.h"
+#include "codec.h"
 #include "ns.h"
 
 struct dp;

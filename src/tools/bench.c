@@ -10,7 +10,6 @@
  *   kvtier-bench --socket PATH [--block-size SIZE] [--blocks N] [--lanes L]
  *                [--inflight C] [--batch B] [--threads T] [--rounds R] [--json]
  */
-#define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>

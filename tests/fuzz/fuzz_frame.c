@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "frame.h"
+#include "codec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "replies.h"
+#include "codec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -23,7 +23,7 @@ static void transfer(const uint8_t *p, size_t len, bool load, uint32_t n, const 
 	for (uint32_t i = 0; i < n; i++)
 		b[i] = (struct kvt_block){.length = (uint32_t)spaces[i] << 8, .status = 7};
 	memcpy(before, b, sizeof(b[0]) * n);
-	int rc = kvt__decode_transfer_reply(p, len, load, b, n);
+	int rc = reply_decode_transfer(p, len, load, b, n);
 	if (rc && (rc != -EBADMSG || memcmp(before, b, sizeof(b[0]) * n)))
 		__builtin_trap();
 	for (uint32_t i = 0; !rc && i < n; i++)
@@ -37,7 +37,7 @@ static void lookup(const uint8_t *p, size_t len, uint32_t n)
 	uint8_t tiers[MAXN + 1];
 	memset(tiers, 0xee, sizeof(tiers));
 	struct kvt_lookup lk = {.keys = keys, .nkeys = n, .tiers = tiers, .hits = 99, .lease_id = 5};
-	int rc = kvt__decode_lookup_reply(p, len, &lk);
+	int rc = reply_decode_lookup(p, len, &lk);
 	if (tiers[n] != 0xee) /* never past the tiers asked for */
 		__builtin_trap();
 	if (rc && (rc != -EBADMSG || lk.hits != 99 || lk.lease_id != 5 || (n && tiers[0] != 0xee)))
@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		lookup(data, size, n);
 	} else {
 		uint8_t out[32]; /* ASan sees a write past want */
-		int rc = kvt__decode_fixed_reply(data, size, out, n % 32);
+		int rc = reply_decode_fixed(data, size, out, n % 32);
 		if (rc && rc != -EBADMSG)
 			__builtin_trap();
 	}

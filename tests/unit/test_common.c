@@ -1,13 +1,11 @@
-/* test_common.c — libkvtier's common pieces: sizes, errors, the key chain, the reply decoders. */
+/* test_common.c — libkvtier's common pieces: sizes, errors, the key chain. */
 #include "config.h"
 
 #include <errno.h>
 #include <string.h>
 #include <xxhash.h>
 
-#include "replies.h"
 #include "test_util.h"
-#include "wire.h"
 
 static void parse_ok(const char *text, uint64_t want)
 {
@@ -77,65 +75,6 @@ static void test_strerror(void **state)
 	assert_string_equal(kvt_strerror(-999999), "unknown error");
 }
 
-/* A transfer reply of n blocks: statuses and lengths as given. */
-static size_t transfer_reply(uint8_t *p, uint32_t n, const int32_t *status, const uint32_t *len)
-{
-	struct wire_wr w = {p, 8 + (size_t)n * 8, false};
-	wire_put_u32(&w, n);
-	wire_put_u32(&w, 0);
-	for (uint32_t i = 0; i < n; i++) {
-		wire_put_u32(&w, (uint32_t)status[i]);
-		wire_put_u32(&w, len[i]);
-	}
-	return 8 + (size_t)n * 8;
-}
-
-static void test_reply_decoders(void **state)
-{
-	(void)state;
-	uint8_t p[256];
-	struct kvt_block b[2] = {{.length = 4096, .status = 7}, {.length = 4096, .status = 7}};
-	size_t len = transfer_reply(p, 2, (int32_t[]){0, -ENOENT}, (uint32_t[]){100, 0});
-	assert_int_equal(kvt__decode_transfer_reply(p, len, true, b, 2), 0);
-	assert_int_equal(b[0].status, 0);
-	assert_int_equal(b[0].length, 100);
-	assert_int_equal(b[1].status, -ENOENT);
-	assert_int_equal(b[1].length, 4096); /* a missing block keeps its space */
-	/* Each refusal leaves the blocks as they were. */
-	struct kvt_block before[2];
-	memcpy(before, b, sizeof(b));
-	len = transfer_reply(p, 2, (int32_t[]){0, 0}, (uint32_t[]){100, 5000});
-	assert_int_equal(kvt__decode_transfer_reply(p, len, true, b, 2), -EBADMSG); /* past its space */
-	assert_memory_equal(b, before, sizeof(b));
-	assert_int_equal(kvt__decode_transfer_reply(p, len - 1, false, b, 2), -EBADMSG); /* short */
-	assert_int_equal(kvt__decode_transfer_reply(p, len, false, b, 1), -EBADMSG); /* another count */
-	len = transfer_reply(p, 2, (int32_t[]){3, 0}, (uint32_t[]){0, 0});
-	assert_int_equal(kvt__decode_transfer_reply(p, len, false, b, 2), -EBADMSG); /* positive status */
-	assert_memory_equal(b, before, sizeof(b));
-
-	uint8_t tiers[3] = {9, 9, 9};
-	struct kvt_key keys[3];
-	struct kvt_lookup lk = {.keys = keys, .nkeys = 3, .tiers = tiers};
-	struct wire_wr w = {p, 19, false};
-	wire_put_u32(&w, 2);
-	wire_put_u32(&w, 3);
-	wire_put_u64(&w, 42);
-	wire_put_bytes(&w, (const uint8_t[]){1, 2, 0}, 3);
-	assert_int_equal(kvt__decode_lookup_reply(p, 19, &lk), 0);
-	assert_int_equal(lk.hits, 2);
-	assert_int_equal(lk.lease_id, 42);
-	assert_memory_equal(tiers, ((uint8_t[]){1, 2, 0}), 3);
-	assert_int_equal(kvt__decode_lookup_reply(p, 20, &lk), -EBADMSG); /* trailing byte */
-	p[0] = 4;                                                          /* hits > nkeys */
-	assert_int_equal(kvt__decode_lookup_reply(p, 19, &lk), -EBADMSG);
-	p[0] = 2;
-	p[16] = 3;                                                         /* no tier 3 */
-	assert_int_equal(kvt__decode_lookup_reply(p, 19, &lk), -EBADMSG);
-	uint8_t out[8];
-	assert_int_equal(kvt__decode_fixed_reply(p, 8, out, 8), 0);
-	assert_int_equal(kvt__decode_fixed_reply(p, 7, out, 8), -EBADMSG);
-}
-
 static void test_key_chain_matches_xxh3(void **state)
 {
 	(void)state;
@@ -187,7 +126,6 @@ int main(void)
 		cmocka_unit_test(test_parse_size_rejects),
 		cmocka_unit_test(test_format_size),
 		cmocka_unit_test(test_strerror),
-		cmocka_unit_test(test_reply_decoders),
 		cmocka_unit_test(test_key_chain_matches_xxh3),
 		cmocka_unit_test(test_key_chain_prefix_property),
 		cmocka_unit_test(test_version),

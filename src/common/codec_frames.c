@@ -1,10 +1,10 @@
-/* frame.c — see frame.h. */
+/* codec_frames.c — the requests of codec.h: encoders (libkvtier) and decoders (kvtierd). */
 #include "config.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "frame.h"
+#include "codec.h"
 
 int frame_check_header(const struct wire_hdr *h)
 {
@@ -28,6 +28,25 @@ static int take_name(struct wire_rd *r, uint16_t len, char *out)
 	memcpy(out, p, len);
 	out[len] = '\0';
 	return 0;
+}
+
+size_t frame_encode_hello(uint8_t *p, const struct frame_hello *in)
+{
+	size_t mlen = strlen(in->model), slen = strlen(in->salt);
+	struct wire_wr w = {p, KVT_HELLO_BYTES + mlen + slen, false};
+	wire_put_u16(&w, in->version);
+	wire_put_u8(&w, in->role);
+	wire_put_u8(&w, 0);
+	wire_put_u16(&w, in->tp_size);
+	wire_put_u16(&w, in->rank);
+	wire_put_u64(&w, in->block_bytes);
+	wire_put_u64(&w, in->session);
+	wire_put_u16(&w, (uint16_t)mlen);
+	wire_put_u16(&w, (uint16_t)slen);
+	wire_put_u32(&w, 0);
+	wire_put_bytes(&w, in->model, mlen);
+	wire_put_bytes(&w, in->salt, slen);
+	return KVT_HELLO_BYTES + mlen + slen;
 }
 
 int frame_decode_hello(const uint8_t *p, size_t n, struct frame_hello *out)
@@ -58,6 +77,30 @@ int frame_decode_hello(const uint8_t *p, size_t n, struct frame_hello *out)
 	return 0;
 }
 
+/* The bytes a REGISTER of kind takes. */
+static size_t register_bytes(uint32_t kind)
+{
+	return kind == KVT_BUFFER_CUDA_IPC   ? KVT_REGISTER_IPC_BYTES
+	       : kind == KVT_BUFFER_CUDA_VMM ? KVT_REGISTER_VMM_BYTES
+					     : KVT_REGISTER_BYTES;
+}
+
+size_t frame_encode_register(uint8_t *p, const struct frame_register *in)
+{
+	size_t len = register_bytes(in->kind);
+	struct wire_wr w = {p, len, false};
+	wire_put_u64(&w, in->size);
+	wire_put_u32(&w, in->kind);
+	wire_put_u32(&w, 0);
+	if (in->kind == KVT_BUFFER_CUDA_VMM || in->kind == KVT_BUFFER_CUDA_IPC)
+		wire_put_bytes(&w, in->device_uuid, KVT_UUID_BYTES);
+	if (in->kind == KVT_BUFFER_CUDA_IPC) {
+		wire_put_bytes(&w, in->ipc_handle, KVT_IPC_HANDLE_BYTES);
+		wire_put_u64(&w, in->offset);
+	}
+	return len;
+}
+
 int frame_decode_register(const uint8_t *p, size_t n, struct frame_register *out)
 {
 	struct wire_rd r = {p, n, false};
@@ -73,6 +116,14 @@ int frame_decode_register(const uint8_t *p, size_t n, struct frame_register *out
 	return r.bad || r.left ? -EBADMSG : 0;
 }
 
+size_t frame_encode_u32(uint8_t *p, uint32_t v)
+{
+	struct wire_wr w = {p, 8, false};
+	wire_put_u32(&w, v);
+	wire_put_u32(&w, 0);
+	return 8;
+}
+
 int frame_decode_u32(const uint8_t *p, size_t n, uint32_t *out)
 {
 	struct wire_rd r = {p, n, false};
@@ -81,11 +132,28 @@ int frame_decode_u32(const uint8_t *p, size_t n, uint32_t *out)
 	return r.bad || r.left ? -EBADMSG : 0;
 }
 
+size_t frame_encode_u64(uint8_t *p, uint64_t v)
+{
+	struct wire_wr w = {p, 8, false};
+	wire_put_u64(&w, v);
+	return 8;
+}
+
 int frame_decode_u64(const uint8_t *p, size_t n, uint64_t *out)
 {
 	struct wire_rd r = {p, n, false};
 	*out = wire_u64(&r);
 	return r.bad || r.left ? -EBADMSG : 0;
+}
+
+size_t frame_encode_lookup(uint8_t *p, const struct kvt_lookup *lk)
+{
+	size_t len = 8 + (size_t)lk->nkeys * KVT_KEY_BYTES;
+	struct wire_wr w = {p, len, false};
+	wire_put_u32(&w, lk->nkeys);
+	wire_put_u32(&w, lk->lease_ms);
+	wire_put_bytes(&w, lk->keys, (size_t)lk->nkeys * KVT_KEY_BYTES);
+	return len;
 }
 
 int frame_decode_lookup(const uint8_t *p, size_t n, struct frame_lookup *out)
@@ -100,6 +168,22 @@ int frame_decode_lookup(const uint8_t *p, size_t n, struct frame_lookup *out)
 	/* struct kvt_key is 16 bytes with alignment 1: the payload is the array. */
 	out->keys = (const struct kvt_key *)wire_take(&r, (size_t)out->nkeys * KVT_KEY_BYTES);
 	return r.bad || r.left ? -EBADMSG : 0;
+}
+
+size_t frame_encode_blocks(uint8_t *p, uint32_t buffer, const struct kvt_block *blocks,
+			   uint32_t n)
+{
+	size_t len = 8 + (size_t)n * KVT_BLOCK_ENTRY_BYTES;
+	struct wire_wr w = {p, len, false};
+	wire_put_u32(&w, buffer);
+	wire_put_u32(&w, n);
+	for (uint32_t i = 0; i < n; i++) {
+		wire_put_bytes(&w, blocks[i].key.bytes, KVT_KEY_BYTES);
+		wire_put_u64(&w, blocks[i].offset);
+		wire_put_u32(&w, blocks[i].length);
+		wire_put_u32(&w, 0);
+	}
+	return len;
 }
 
 int frame_decode_blocks(const uint8_t *p, size_t n, struct frame_blocks *out)
