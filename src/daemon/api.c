@@ -15,6 +15,7 @@
 #include "loopcall.h"
 #include "metrics.h"
 #include "ns.h"
+#include "policy.h"
 #include "settings.h"
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -153,10 +154,8 @@ static json_t *get_tiers(struct http_ctx *ctx)
 /* --- /v1/policy --- */
 
 struct policy_call {
-	struct l1 *l1;
-	struct dp *dp;
-	struct l2svc *l2;           /* NULL without L2 */
-	struct api_policy p;
+	struct policy *policy;
+	struct policy_values p;
 	bool set;
 };
 
@@ -164,24 +163,12 @@ struct policy_call {
 static int policy_on_loop(void *arg)
 {
 	struct policy_call *pc = arg;
-	int rc = 0;
-	if (pc->set) {
-		rc = l1_set_watermarks(pc->l1, pc->p.high, pc->p.low);
-		if (rc == 0 && pc->p.evict != pc->dp->tiering.evict && !(pc->l2 && pc->l2->started))
-			rc = -EAGAIN; /* L2 is still rebuilding its index, or failed to */
-		if (rc == 0) {
-			pc->l1->max_lease_ms = pc->p.lease_max_ms;
-			pc->dp->lease_default_ms = pc->p.lease_default_ms;
-			if (pc->l2 && pc->l2->started)
-				l2svc_set_evict(pc->l2, pc->p.evict);
-		}
-	}
-	pc->p = (struct api_policy){pc->dp->tiering.evict, pc->l1->high_watermark, pc->l1->low_watermark,
-				pc->l1->max_lease_ms, pc->dp->lease_default_ms};
+	int rc = pc->set ? policy_apply(pc->policy, &pc->p) : 0;
+	policy_read(pc->policy, &pc->p);
 	return rc;
 }
 
-static json_t *policy_json(const struct api_policy *p)
+static json_t *policy_json(const struct policy_values *p)
 {
 	return json_pack("{s:s,s:{s:{s:f,s:f}},s:I,s:I}", "mode", p->evict ? "evict" : "l1-only",
 			 "tiers", "l1",
@@ -192,7 +179,7 @@ static json_t *policy_json(const struct api_policy *p)
 
 static int get_policy(struct http_ctx *ctx, json_t **out, struct api_error *err)
 {
-	struct policy_call pc = {.l1 = ctx->l1, .dp = ctx->dp, .l2 = ctx->l2};
+	struct policy_call pc = {.policy = ctx->policy};
 	int rc = loopcall_run(ctx->calls, policy_on_loop, &pc);
 	if (rc)
 		return loop_failed(err, rc);
@@ -204,7 +191,7 @@ static int put_policy(struct http_ctx *ctx, json_t *body, json_t **out, struct a
 {
 	/* Read the current policy, merge the body into it, then apply: a body
 	 * names only what it changes. (Two PUTs at once: the last one wins.) */
-	struct policy_call pc = {.l1 = ctx->l1, .dp = ctx->dp, .l2 = ctx->l2};
+	struct policy_call pc = {.policy = ctx->policy};
 	int rc = loopcall_run(ctx->calls, policy_on_loop, &pc);
 	if (rc)
 		return loop_failed(err, rc);
@@ -476,11 +463,7 @@ static int ns_drop_on_loop(void *arg)
 	dc->connections = dp_ns_connections(dc->ctx->dp, ns);
 	if (dc->connections)
 		return -EBUSY;
-	/* Dropped blocks are not demoted to L2: detach it for the drop. */
-	struct l1_lower_tier lower = dc->ctx->l1->lower;
-	l1_set_lower_tier(dc->ctx->l1, NULL);
-	dc->freed = l1_ns_drop(dc->ctx->l1, ns, &dc->pinned);
-	l1_set_lower_tier(dc->ctx->l1, &lower);
+	dc->freed = l1_ns_drop(dc->ctx->l1, ns, &dc->pinned); /* nothing of it goes to L2 */
 	if (dc->pinned)
 		return -EBUSY;
 	if (dc->ctx->l2 && dc->ctx->l2->started)

@@ -72,7 +72,7 @@ static int take_fraction(json_t *obj, const char *key, const char *where, double
 	return 0;
 }
 
-static int take_mode(json_t *body, bool have_l2, struct api_policy *p, struct api_error *err)
+static int take_mode(json_t *body, bool have_l2, struct policy_values *p, struct api_error *err)
 {
 	json_t *mode = json_object_get(body, "mode");
 	if (!mode)
@@ -88,7 +88,7 @@ static int take_mode(json_t *body, bool have_l2, struct api_policy *p, struct ap
 	return 0;
 }
 
-static int take_watermarks(json_t *body, struct api_policy *p, struct api_error *err)
+static int take_watermarks(json_t *body, struct policy_values *p, struct api_error *err)
 {
 	static const char *const tiers[] = {"l1", NULL};
 	static const char *const l1[] = {"high_watermark", "low_watermark", NULL};
@@ -111,7 +111,7 @@ static int take_watermarks(json_t *body, struct api_policy *p, struct api_error 
 	return 0;
 }
 
-static int take_leases(json_t *body, struct api_policy *p, struct api_error *err)
+static int take_leases(json_t *body, struct policy_values *p, struct api_error *err)
 {
 	static const char *const keys[] = {"lease_max_ms", "lease_default_ms"};
 	uint32_t *fields[] = {&p->lease_max_ms, &p->lease_default_ms};
@@ -127,7 +127,7 @@ static int take_leases(json_t *body, struct api_policy *p, struct api_error *err
 	return 0;
 }
 
-int api_parse_policy(json_t *body, bool have_l2, struct api_policy *p, struct api_error *err)
+int api_parse_policy(json_t *body, bool have_l2, struct policy_values *p, struct api_error *err)
 {
 	static const char *const top[] = {"mode", "tiers", "lease_max_ms", "lease_default_ms", NULL};
 	if (need_object(body, err) || api_only_keys(body, "", top, err) ||

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "kvtier/protocol.h"
+#include "policy.h"
 
 struct api_error {
 	unsigned status;
@@ -33,18 +34,11 @@ int api_only_keys(json_t *obj, const char *where, const char *const *allowed,
 bool api_parse_path_id(const char *text, uint32_t *id);
 
 /* The live policy, as GET /v1/policy shows it and PUT /v1/policy changes it. */
-struct api_policy {
-	bool evict;                 /* mode evict; else l1-only */
-	double high, low;
-	uint32_t lease_max_ms;
-	uint32_t lease_default_ms;
-};
-
 /*
  * Merges a PUT /v1/policy body into p (a body names only what it changes)
  * and checks the cross-field rules on the result. 0 or -1 with err.
  */
-int api_parse_policy(json_t *body, bool have_l2, struct api_policy *p, struct api_error *err);
+int api_parse_policy(json_t *body, bool have_l2, struct policy_values *p, struct api_error *err);
 
 /* POST /v1/tiers/{tier}/evict: {"bytes": N > 0} or {"all": true} (UINT64_MAX). */
 int api_parse_evict(json_t *body, uint64_t *bytes, struct api_error *err);

@@ -26,6 +26,7 @@ struct http_ctx {
 	struct dp *dp;                /* counters read here; changed via calls */
 	struct ns_registry *namespaces;
 	struct loopcall *calls;
+	struct policy *policy;       /* PUT /v1/policy applies through it (on the loop) */
 	const char *admin_token;     /* NULL: mutating endpoints are open */
 	const char *web_dir;         /* the dashboard's files; NULL: none found */
 };

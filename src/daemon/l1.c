@@ -225,16 +225,22 @@ static void count_eviction(struct l1 *l1, enum l1_evict_reason reason)
 	}
 }
 
-/* Evicts one unpinned item; returns the slot bytes it freed. */
-static uint64_t item_evict(struct l1 *l1, struct l1_item *it, enum l1_evict_reason reason)
+/* Drops one unpinned item, counted as evicted for reason; returns the slot bytes it freed. */
+static uint64_t item_drop(struct l1 *l1, struct l1_item *it, enum l1_evict_reason reason)
 {
 	uint64_t before = l1->arena.used_bytes;
-	offer_to_lower(l1, it, reason);
 	count_eviction(l1, reason);
 	item_destroy(l1, it);
 	uint64_t freed = before - l1->arena.used_bytes;
 	STAT_ADD(l1, evicted_bytes, freed);
 	return freed;
+}
+
+/* Evicts one unpinned item: the lower tier is offered it first. */
+static uint64_t item_evict(struct l1 *l1, struct l1_item *it, enum l1_evict_reason reason)
+{
+	offer_to_lower(l1, it, reason);
+	return item_drop(l1, it, reason);
 }
 
 static bool lower_has_room(const struct l1 *l1)
@@ -401,8 +407,8 @@ int l1_ns_open(struct l1 *l1, struct kvt_ns *ns)
 uint64_t l1_ns_drop(struct l1 *l1, const struct kvt_ns *ns, uint64_t *pinned)
 {
 	uint64_t freed = 0;
-	while (ns->l1_lru_tail) /* every unpinned item of ns is on its list */
-		freed += item_evict(l1, ns->l1_lru_tail, L1_EVICT_ADMIN);
+	while (ns->l1_lru_tail) /* every unpinned item of ns is on its list; none goes lower */
+		freed += item_drop(l1, ns->l1_lru_tail, L1_EVICT_ADMIN);
 	*pinned = ns->l1_items;
 	return freed;
 }
@@ -422,6 +428,11 @@ void l1_set_lower_tier(struct l1 *l1, const struct l1_lower_tier *lower)
 		l1->lower = *lower;
 	else
 		memset(&l1->lower, 0, sizeof(l1->lower));
+}
+
+void l1_set_max_lease(struct l1 *l1, uint32_t max_lease_ms)
+{
+	l1->max_lease_ms = max_lease_ms;
 }
 
 int l1_set_watermarks(struct l1 *l1, double high, double low)

@@ -157,7 +157,8 @@ void l1_destroy(struct l1 *l1);
 int l1_ns_open(struct l1 *l1, struct kvt_ns *ns);
 
 /*
- * Evicts every unpinned item of ns (counted as admin evictions). Returns the
+ * Evicts every unpinned item of ns (counted as admin evictions; none is
+ * offered to the lower tier: a dropped namespace is gone). Returns the
  * bytes freed, and *pinned the items of ns still pinned (left in place).
  */
 uint64_t l1_ns_drop(struct l1 *l1, const struct kvt_ns *ns, uint64_t *pinned);
@@ -173,6 +174,8 @@ int l1_ns_set_quota(struct l1 *l1, struct kvt_ns *ns, uint64_t bytes);
 void l1_set_lower_tier(struct l1 *l1, const struct l1_lower_tier *lower);
 /* -EINVAL unless 0 < low < high <= 1. Evicts at once if now above high. */
 int l1_set_watermarks(struct l1 *l1, double high, double low);
+/* The longest lease from now on (leases taken keep theirs). */
+void l1_set_max_lease(struct l1 *l1, uint32_t max_lease_ms);
 
 /*
  * Starts storing rank's part of (ns, key), length bytes: on 0, ref->data is

@@ -26,6 +26,7 @@
 #include "l1.h"
 #include "l2svc.h"
 #include "log.h"
+#include "policy.h"
 #include "settings.h"
 #include "webui.h"
 
@@ -50,6 +51,7 @@ struct kvtd {
 	bool l1_pinned;
 	struct dp dp;
 	struct http_ctx http_ctx;
+	struct policy policy;        /* SIGHUP and PUT /v1/policy apply through it */
 	struct http_server *http;
 	struct loopcall calls;
 	bool calls_open;
@@ -334,17 +336,16 @@ static void reload(struct kvtd *d)
 		log_error("reload: %s; keeping the running settings", err);
 		return;
 	}
-	kvtd_config_diff(&d->cfg, &next, report_change, NULL);
-	kvt_log_set_level(next.log_level);
-	int rc = l1_set_watermarks(&d->l1, next.l1_high_watermark, next.l1_low_watermark);
+	struct policy_values cur, want;
+	policy_read(&d->policy, &cur);
+	policy_from_config(&next, &cur, &want);
+	int rc = policy_apply(&d->policy, &want);
 	if (rc) {
-		log_error("reload: watermarks: %s", kvt_strerror(rc));
-		kvtd_config_free(&next);
-		return;
+		log_error("reload: %s; keeping the running settings", kvt_strerror(rc));
+	} else {
+		kvtd_config_diff(&d->cfg, &next, report_change, NULL);
+		kvtd_config_take_live(&d->cfg, &next);
 	}
-	d->cfg.log_level = next.log_level;
-	d->cfg.l1_high_watermark = next.l1_high_watermark;
-	d->cfg.l1_low_watermark = next.l1_low_watermark;
 	kvtd_config_free(&next);
 }
 
@@ -465,6 +466,8 @@ int main(int argc, char **argv)
 	d.http_ctx.dp = &d.dp;
 	d.http_ctx.namespaces = &d.namespaces;
 	d.http_ctx.calls = &d.calls;
+	d.policy = (struct policy){&d.l1, &d.dp, d.cfg.l2_path ? &d.l2 : NULL};
+	d.http_ctx.policy = &d.policy;
 	d.http_ctx.admin_token = d.admin_token;
 	d.http_ctx.web_dir = webui_find_dir(d.cfg.web_dir);
 	if (d.http_ctx.web_dir)

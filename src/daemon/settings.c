@@ -35,7 +35,7 @@ struct option_def {
 	const char *def;         /* default, parsed like a flag; NULL: computed or unset */
 	const char *def_help;    /* shown instead of def */
 	uint64_t min, max;       /* bounds of SIZE and UINT values */
-	bool live;               /* SIGHUP applies it without a restart */
+	bool live;               /* SIGHUP applies it without a restart, through policy.h */
 	const char *metavar;
 	const char *help;
 };
@@ -74,9 +74,9 @@ static const struct option_def options[] = {
 	 false, "N", "threads of the host copy engine"},
 	{"max-leases", 0, OPT_UINT, OFF(max_leases), "65536", NULL, 1, 1u << 24, false, "N",
 	 "leases held at once, across all clients"},
-	{"lease-max-ms", 0, OPT_UINT, OFF(lease_max_ms), "30000", NULL, 1, 3600000, false,
+	{"lease-max-ms", 0, OPT_UINT, OFF(lease_max_ms), "30000", NULL, 1, 3600000, true,
 	 "MS", "longest lease a lookup can take; longer requests are cut to it"},
-	{"lease-default-ms", 0, OPT_UINT, OFF(lease_default_ms), "5000", NULL, 1, 3600000, false,
+	{"lease-default-ms", 0, OPT_UINT, OFF(lease_default_ms), "5000", NULL, 1, 3600000, true,
 	 "MS", "lease a lookup gets when it asks for the default (KVT_LEASE_DEFAULT)"},
 	{"max-namespaces-per-client", 0, OPT_UINT, OFF(max_namespaces_per_client), "16", NULL, 1,
 	 KVT_NS_MAX, false, "N",
@@ -736,4 +736,29 @@ void kvtd_config_diff(const struct kvtd_config *a, const struct kvtd_config *b,
 	for (size_t i = 0; i < NOPTIONS; i++)
 		if (!option_equal(a, b, &options[i]))
 			fn(options[i].name, options[i].live, ctx);
+}
+
+/* The bytes of an option's value that are not a string (strings are never live). */
+static size_t scalar_size(enum opt_type type)
+{
+	switch (type) {
+	case OPT_SIZE:
+	case OPT_UINT: return sizeof(uint64_t);
+	case OPT_FRACTION: return sizeof(double);
+	case OPT_BOOL: return sizeof(bool);
+	case OPT_LOGLEVEL: return sizeof(enum kvt_log_level);
+	case OPT_STRING:
+	case OPT_PATH:
+	case OPT_LISTEN: break;
+	}
+	return 0;
+}
+
+void kvtd_config_take_live(struct kvtd_config *cfg, const struct kvtd_config *next)
+{
+	for (size_t i = 0; i < NOPTIONS; i++) {
+		const struct option_def *o = &options[i];
+		if (o->live)
+			memcpy(field(cfg, o), cfield(next, o), scalar_size(o->type));
+	}
 }

@@ -5,8 +5,8 @@
  *
  * Precedence: built-in defaults, then the config file, then flags.
  */
-#ifndef KVTD_CONFIG_H
-#define KVTD_CONFIG_H
+#ifndef KVTD_SETTINGS_H
+#define KVTD_SETTINGS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -61,6 +61,13 @@ void kvtd_config_free(struct kvtd_config *cfg);
 
 /* The --help text, generated from the option table. */
 void kvtd_config_print_help(const char *prog, FILE *out);
+
+/*
+ * The live options (the table marks them; policy.h applies them, for
+ * SIGHUP and PUT /v1/policy alike): their values from next into cfg, once
+ * applied.
+ */
+void kvtd_config_take_live(struct kvtd_config *cfg, const struct kvtd_config *next);
 
 /* Calls fn for each option that differs between a and b. */
 void kvtd_config_diff(const struct kvtd_config *a, const struct kvtd_config *b,

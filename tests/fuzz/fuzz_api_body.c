@@ -21,7 +21,7 @@ static void check_error(const struct api_error *err)
 		__builtin_trap();
 }
 
-static void check_policy(const struct api_policy *p, bool have_l2)
+static void check_policy(const struct policy_values *p, bool have_l2)
 {
 	if (!(p->low > 0 && p->low < p->high && p->high <= 1) || p->lease_default_ms < 1 ||
 	    p->lease_default_ms > p->lease_max_ms || p->lease_max_ms > 3600000 ||
@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct api_error err = {0};
 	int rc = 0;
 	if (which == 0) {
-		struct api_policy p = {have_l2, 0.95, 0.90, 30000, 5000};
+		struct policy_values p = {have_l2, 0.95, 0.90, 30000, 5000, KVT_LOG_INFO};
 		rc = api_parse_policy(body, have_l2, &p, &err);
 		if (rc == 0)
 			check_policy(&p, have_l2);

@@ -32,13 +32,17 @@ check "a wrong method answers 405" test "$code" = 405
 # SIGHUP: a live key is applied, a restart-only key is reported as such.
 cat >"$TMP/kvtier.json" <<JSON
 {"l1-size": "64MiB", "log-level": "debug", "l1-high-watermark": 0.9, "l1-low-watermark": 0.8,
- "max-leases": 10}
+ "max-leases": 10, "lease-default-ms": 700}
 JSON
 kill -HUP "$DAEMON_PID"
 check "SIGHUP applies log-level" wait_for_line "$TMP/d1.log" "reload: log-level changed, applied"
 check "SIGHUP applies watermarks" wait_for_line "$TMP/d1.log" "reload: l1-low-watermark changed, applied"
 check "SIGHUP reports restart-only keys" \
 	wait_for_line "$TMP/d1.log" "reload: max-leases changed, takes effect at the next restart"
+check "SIGHUP applies lease-default-ms" \
+	wait_for_line "$TMP/d1.log" "reload: lease-default-ms changed, applied"
+check "the reloaded lease default is the policy's" \
+	sh -c "curl -s http://127.0.0.1:$PORT/v1/policy | grep -q '\"lease_default_ms\": *700'"
 echo '{"l1-size": ' >"$TMP/kvtier.json"
 kill -HUP "$DAEMON_PID"
 check "a broken file on reload is reported and the daemon carries on" \

@@ -278,6 +278,72 @@ L1_TEST(test_admin_evict)
 }
 
 /* A namespace past its quota evicts its own least-recent blocks; others keep theirs. */
+struct lower_fake {
+	uint64_t victims;
+	uint64_t bytes_ok;
+	uint64_t contains_key;
+};
+
+static bool fake_contains(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key)
+{
+	struct lower_fake *lf = ctx;
+	(void)ns;
+	struct kvt_key k = test_key(lf->contains_key);
+	return memcmp(k.bytes, key->bytes, KVT_KEY_BYTES) == 0;
+}
+
+static void fake_take(void *ctx, const struct l1_victim *v)
+{
+	struct lower_fake *lf = ctx;
+	lf->victims++;
+	/* Victims here are keys 0.. in order; check the bytes are the block's own. */
+	uint64_t n = lf->victims - 1;
+	struct kvt_key k = test_key(n);
+	if (memcmp(k.bytes, v->key->bytes, KVT_KEY_BYTES) == 0 && v->nparts == 1 &&
+	    v->lengths[0] == BLOCK && test_check(v->parts[0], BLOCK, n * 64) &&
+	    v->reason == L1_EVICT_CAPACITY)
+		lf->bytes_ok++;
+}
+
+L1_TEST(test_lower_tier_hooks)
+{
+	struct lower_fake lf = {.contains_key = 500};
+	struct l1_lower_tier lower = {.ctx = &lf, .contains = fake_contains, .take_victim = fake_take};
+	l1_set_lower_tier(&f->l1, &lower);
+	for (uint64_t i = 0; i < 128 + 5; i++)
+		assert_int_equal(store(f, f->ns, i, 0, BLOCK), 0);
+	assert_int_equal(lf.victims, 5);
+	assert_int_equal(lf.bytes_ok, 5);
+	assert_int_equal(stats(f).victims_to_lower, 5);
+	/* A chain through the lower tier: L1, L2, then a miss. */
+	uint64_t chain[3] = {100, 500, 501};
+	uint8_t tiers[3];
+	assert_int_equal(lookup(f, f->ns, chain, 3, tiers), 2);
+	assert_int_equal(tiers[0], KVT_TIER_L1);
+	assert_int_equal(tiers[1], KVT_TIER_L2);
+	assert_int_equal(tiers[2], KVT_TIER_NONE);
+	assert_int_equal(stats(f).lookup_lower_hits, 1);
+	/* Incomplete items are never handed down. */
+	l1_evict(&f->l1, UINT64_MAX, L1_EVICT_ADMIN);
+	uint64_t before = lf.victims;
+	assert_int_equal(store(f, f->tp2, 1, 0, BLOCK), 0);
+	l1_evict(&f->l1, UINT64_MAX, L1_EVICT_ADMIN);
+	assert_int_equal(lf.victims, before);
+	l1_set_lower_tier(&f->l1, NULL);
+}
+
+static bool fake_no_room(void *ctx)
+{
+	(void)ctx;
+	return false;
+}
+
+static void fake_count(void *ctx, const struct l1_victim *v)
+{
+	(void)v;
+	((struct lower_fake *)ctx)->victims++;
+}
+
 L1_TEST(test_namespace_quota)
 {
 	for (uint64_t i = 0; i < 4; i++)
@@ -317,9 +383,15 @@ L1_TEST(test_namespace_quota)
 	for (uint64_t i = 10; i < 20; i++)
 		assert_int_equal(store(f, f->ns, i, 0, BLOCK), 0);
 	assert_int_equal(f->ns->l1_items, 12);
+	/* A drop offers nothing to the lower tier. */
+	struct lower_fake lf = {0};
+	struct l1_lower_tier lower = {.ctx = &lf, .take_victim = fake_count};
+	l1_set_lower_tier(&f->l1, &lower);
 	uint64_t pinned;
 	assert_int_equal(l1_ns_drop(&f->l1, f->ns, &pinned), 12 * BLOCK);
 	assert_int_equal(pinned, 0);
+	assert_int_equal(lf.victims, 0);
+	l1_set_lower_tier(&f->l1, NULL);
 	assert_int_equal(f->ns->l1_items, 0);
 	assert_null(f->ns->l1_lru_head);
 	assert_int_equal(f->big->l1_items, 4);
@@ -435,72 +507,6 @@ L1_TEST(test_lease_release_cap_and_limit)
 	assert_int_equal(l1_lease_release(&f->l1, ids[1]), -ENOENT);
 	assert_int_equal(stats(f).leases_active, 2);
 	/* l1_destroy (teardown) releases what is left without leaking. */
-}
-
-struct lower_fake {
-	uint64_t victims;
-	uint64_t bytes_ok;
-	uint64_t contains_key;
-};
-
-static bool fake_contains(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key)
-{
-	struct lower_fake *lf = ctx;
-	(void)ns;
-	struct kvt_key k = test_key(lf->contains_key);
-	return memcmp(k.bytes, key->bytes, KVT_KEY_BYTES) == 0;
-}
-
-static void fake_take(void *ctx, const struct l1_victim *v)
-{
-	struct lower_fake *lf = ctx;
-	lf->victims++;
-	/* Victims here are keys 0.. in order; check the bytes are the block's own. */
-	uint64_t n = lf->victims - 1;
-	struct kvt_key k = test_key(n);
-	if (memcmp(k.bytes, v->key->bytes, KVT_KEY_BYTES) == 0 && v->nparts == 1 &&
-	    v->lengths[0] == BLOCK && test_check(v->parts[0], BLOCK, n * 64) &&
-	    v->reason == L1_EVICT_CAPACITY)
-		lf->bytes_ok++;
-}
-
-L1_TEST(test_lower_tier_hooks)
-{
-	struct lower_fake lf = {.contains_key = 500};
-	struct l1_lower_tier lower = {.ctx = &lf, .contains = fake_contains, .take_victim = fake_take};
-	l1_set_lower_tier(&f->l1, &lower);
-	for (uint64_t i = 0; i < 128 + 5; i++)
-		assert_int_equal(store(f, f->ns, i, 0, BLOCK), 0);
-	assert_int_equal(lf.victims, 5);
-	assert_int_equal(lf.bytes_ok, 5);
-	assert_int_equal(stats(f).victims_to_lower, 5);
-	/* A chain through the lower tier: L1, L2, then a miss. */
-	uint64_t chain[3] = {100, 500, 501};
-	uint8_t tiers[3];
-	assert_int_equal(lookup(f, f->ns, chain, 3, tiers), 2);
-	assert_int_equal(tiers[0], KVT_TIER_L1);
-	assert_int_equal(tiers[1], KVT_TIER_L2);
-	assert_int_equal(tiers[2], KVT_TIER_NONE);
-	assert_int_equal(stats(f).lookup_lower_hits, 1);
-	/* Incomplete items are never handed down. */
-	l1_evict(&f->l1, UINT64_MAX, L1_EVICT_ADMIN);
-	uint64_t before = lf.victims;
-	assert_int_equal(store(f, f->tp2, 1, 0, BLOCK), 0);
-	l1_evict(&f->l1, UINT64_MAX, L1_EVICT_ADMIN);
-	assert_int_equal(lf.victims, before);
-	l1_set_lower_tier(&f->l1, NULL);
-}
-
-static bool fake_no_room(void *ctx)
-{
-	(void)ctx;
-	return false;
-}
-
-static void fake_count(void *ctx, const struct l1_victim *v)
-{
-	(void)v;
-	((struct lower_fake *)ctx)->victims++;
 }
 
 /* 8 MiB of 64 KiB slots: 128; watermarks 0.5/0.25 are 64 and 32 slots. */
