@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+#include <sys/wait.h>
 
 #include "dp_helpers.h"
 #include "kvtier/pipeline.h"
@@ -80,6 +81,20 @@ static void record(void *ctx, const struct kvt_pipeline_event *ev)
 		t->ev[t->n++] = *ev;
 }
 
+/* SIGSTOP, waited for: the daemon answers nothing until daemon_resume. */
+static void daemon_pause(struct daemon_fixture *d)
+{
+	int st;
+	assert_int_equal(kill(d->pid, SIGSTOP), 0);
+	assert_int_equal(waitpid(d->pid, &st, WUNTRACED), d->pid);
+	assert_true(WIFSTOPPED(st));
+}
+
+static void daemon_resume(struct daemon_fixture *d)
+{
+	assert_int_equal(kill(d->pid, SIGCONT), 0);
+}
+
 static struct kvt_pipeline *open_pipeline(struct daemon_fixture *d, struct cache *k,
 					  uint32_t depth, uint32_t buffer_blocks,
 					  uint32_t max_inflight, struct trace_log *log)
@@ -135,9 +150,13 @@ static void test_depth_two_order_and_reuse(void **state)
 	struct req a, b;
 	req_init(&a, 1, 0, 10, NULL);   /* batches of 4, 4, then 2 shared with b */
 	req_init(&b, 2, 100, 3, NULL);
+	/* The daemon stopped while both are submitted: no batch can finish (and
+	 * free a buffer for a's last blocks alone) before b is queued. */
+	daemon_pause(d);
 	assert_int_equal(kvt_pipeline_submit_store(p, &a.t), 0);
 	assert_int_equal(kvt_pipeline_submit_store(p, &b.t), 0);
 	assert_int_equal(kvt_pipeline_submit_store(p, &a.t), -EEXIST);
+	daemon_resume(d);
 	assert_int_equal(kvt_pipeline_drain(p, 60000), 0);
 
 	/* Dispatch is FIFO: batch numbers rise, requests in submission order. The
