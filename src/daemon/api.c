@@ -27,15 +27,16 @@ static int loop_failed(struct api_error *err, int rc)
 
 /* --- /v1/stats --- */
 
+/* A stats table's entry as a JSON member: {field: value}. */
+static void json_member(void *ctx, const struct stat_def *def, uint64_t value)
+{
+	json_object_set_new(ctx, def->field, json_integer((json_int_t)value));
+}
+
 static json_t *stats_l1(const struct l1 *l1)
 {
-	struct l1_stats_snapshot s;
-	l1_stats_read(l1, &s);
 	json_t *o = json_object();
-#define L1_JSON(name, help) json_object_set_new(o, #name, json_integer((json_int_t)s.name));
-	L1_COUNTERS(L1_JSON)
-	L1_GAUGES(L1_JSON)
-#undef L1_JSON
+	l1_stats_visit(l1, json_member, o);
 	return o;
 }
 
@@ -61,10 +62,7 @@ static json_t *stats_dp(const struct dp *dp)
 				      histogram_json(&st->op_##name)));
 	DP_OPS(DP_OP_JSON)
 #undef DP_OP_JSON
-#define DP_REJECT_JSON(name, help) \
-	json_object_set_new(rejected, #name, json_integer((json_int_t)LOAD(st->rejected_##name)));
-	DP_REJECTS(DP_REJECT_JSON)
-#undef DP_REJECT_JSON
+	dp_rejects_visit(st, json_member, rejected);
 	json_object_set_new(o, "ops", ops);
 	static const double bounds[DP_HIST_BUCKETS - 1] = DP_HIST_BOUNDS;
 	json_t *jb = json_array();
@@ -72,10 +70,7 @@ static json_t *stats_dp(const struct dp *dp)
 		json_array_append_new(jb, json_real(bounds[b]));
 	json_object_set_new(o, "latency_bounds_seconds", jb);
 	json_object_set_new(o, "rejected", rejected);
-#define DP_TOTAL_JSON(field, metric, type, help) \
-	json_object_set_new(o, #field, json_integer((json_int_t)LOAD(st->field)));
-	DP_TOTALS(DP_TOTAL_JSON)
-#undef DP_TOTAL_JSON
+	dp_totals_visit(st, json_member, o);
 	uint64_t nbuf, buf_bytes;
 	buffers_totals(&dp->buffers, &nbuf, &buf_bytes);
 	json_object_set_new(o, "buffers_registered", json_integer((json_int_t)nbuf));
@@ -85,13 +80,8 @@ static json_t *stats_dp(const struct dp *dp)
 
 static json_t *stats_l2(const struct l2 *l2)
 {
-	struct l2_stats_snapshot s;
-	l2_stats_read(l2, &s);
 	json_t *o = json_object();
-#define L2_JSON(name, help) json_object_set_new(o, #name, json_integer((json_int_t)s.name));
-	L2_COUNTERS(L2_JSON)
-	L2_GAUGES(L2_JSON)
-#undef L2_JSON
+	l2_stats_visit(l2, json_member, o);
 	return o;
 }
 
@@ -103,13 +93,9 @@ static json_t *stats_gpu(void)
 		gpu_device_uuid(i, uuid);
 		json_array_append_new(devices, json_pack("{s:i,s:s}", "index", i, "uuid", uuid));
 	}
-	json_t *o = json_pack("{s:b,s:o,s:I,s:f,s:I}", "built_in", gpu_built_in(), "devices",
-			      devices, "l1_pinned_bytes", (json_int_t)LOAD(gpu_stats.l1_pinned),
-			      "l1_pin_seconds", (double)LOAD(gpu_stats.l1_pin_us) / 1e6,
-			      "mappings_open", (json_int_t)LOAD(gpu_stats.mappings_open));
-#define GPU_JSON(name, help) json_object_set_new(o, #name, json_integer((json_int_t)LOAD(gpu_stats.name)));
-	GPU_COUNTERS(GPU_JSON)
-#undef GPU_JSON
+	json_t *o = json_pack("{s:b,s:o,s:f}", "built_in", gpu_built_in(), "devices", devices,
+			      "l1_pin_seconds", (double)LOAD(gpu_stats.l1_pin_us) / 1e6);
+	gpu_stats_visit(json_member, o);
 	return o;
 }
 

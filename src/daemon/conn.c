@@ -82,7 +82,7 @@ uint8_t *conn_reply_begin(struct dp_conn *c, uint16_t op, uint64_t id, int32_t s
 	if (c->dead)
 		return NULL;
 	if (c->out_len + KVT_HDR_BYTES + len > DP_MAX_OUT_BYTES) {
-		STAT_ADD(c->dp, rejected_slow_reader, 1);
+		STAT_ADD(c->dp, rejected.slow_reader, 1);
 		log_warn("data plane: closing a client that leaves %zu reply bytes unread", c->out_len);
 		conn_close(c);
 		return NULL;
@@ -210,9 +210,9 @@ static void process_input(struct dp_conn *c)
 		int err = frame_check_header(&h);
 		if (err) {
 			if (err == -EPROTO)
-				STAT_ADD(c->dp, rejected_bad_magic, 1);
+				STAT_ADD(c->dp, rejected.bad_magic, 1);
 			else
-				STAT_ADD(c->dp, rejected_oversized, 1);
+				STAT_ADD(c->dp, rejected.oversized, 1);
 			log_debug("data plane: closing a connection: %s", kvt_strerror(err));
 			conn_close(c);
 			return;

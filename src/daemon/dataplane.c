@@ -41,7 +41,7 @@ static void on_accept(struct loop_source *src, uint32_t events)
 		if (fd < 0)
 			return;
 		if (dp->nconns >= dp->max_connections) {
-			STAT_ADD(dp, rejected_connection_limit, 1);
+			STAT_ADD(dp, rejected.connection_limit, 1);
 			close(fd);
 			continue;
 		}
@@ -194,4 +194,31 @@ void dp_close(struct dp *dp)
 	after_batch(&dp->batch_hook); /* those retired without a round after */
 	loop_remove_hook(dp->loop, &dp->batch_hook);
 	buffers_destroy(&dp->buffers);
+}
+
+/* --- counters --- */
+
+#define STAT_SNAP struct dp_totals_snapshot
+static const struct stat_def total_defs[] = {DP_TOTALS(STAT_DEF)};
+#undef STAT_SNAP
+#define STAT_SNAP struct dp_rejects_snapshot
+static const struct stat_def reject_defs[] = {DP_REJECTS(STAT_DEF)};
+#undef STAT_SNAP
+
+void dp_totals_visit(const struct dp_stats *st, stat_visit_fn fn, void *ctx)
+{
+	struct dp_totals_snapshot s;
+#define DP_COPY(name, kind, metric, labels, help) s.name = STATS_GET(st, name);
+	DP_TOTALS(DP_COPY)
+#undef DP_COPY
+	stats_visit(total_defs, sizeof(total_defs) / sizeof(total_defs[0]), &s, fn, ctx);
+}
+
+void dp_rejects_visit(const struct dp_stats *st, stat_visit_fn fn, void *ctx)
+{
+	struct dp_rejects_snapshot s;
+#define DP_COPY(name, kind, metric, labels, help) s.name = STATS_GET(&st->rejected, name);
+	DP_REJECTS(DP_COPY)
+#undef DP_COPY
+	stats_visit(reject_defs, sizeof(reject_defs) / sizeof(reject_defs[0]), &s, fn, ctx);
 }

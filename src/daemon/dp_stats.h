@@ -1,6 +1,7 @@
 /*
  * dp_stats.h — the data plane's counters and latency histograms, as X-macro
- * lists so the struct and every exporter come from one place. Written by the
+ * lists (stat_table.h's shape) so the struct and every exporter come from
+ * one place. Written by the
  * loop thread with relaxed atomics, read from any thread.
  */
 #ifndef KVTD_DP_STATS_H
@@ -8,6 +9,8 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+
+#include "stat_table.h"
 
 /* (name, wire op) */
 #define DP_OPS(X) \
@@ -20,50 +23,75 @@
 	X(store, KVT_OP_STORE) \
 	X(load, KVT_OP_LOAD)
 
-/* Why a request or a connection was refused: (name, help). */
+/* Why a request or a connection was refused (stat_table.h's shape). */
 #define DP_REJECTS(X) \
-	X(bad_magic, "frames with a wrong magic or a reply flag (connection closed)") \
-	X(oversized, "frames longer than the limit (connection closed)") \
-	X(malformed, "payloads that do not parse") \
-	X(unknown_op, "unknown operations") \
-	X(no_hello, "requests before HELLO") \
-	X(bad_hello, "HELLOs refused: version, role, rank, names, second HELLO") \
-	X(ns_conflict, "HELLOs whose block or TP size differs from the namespace") \
-	X(namespace_limit, "HELLOs refused: the client created max-namespaces-per-client already") \
-	X(namespaces_full, "HELLOs refused: the namespace table is full of namespaces in use") \
-	X(quota, "blocks refused: their namespace is at its L1 quota, all of it pinned") \
-	X(role, "operations the connection's role may not do") \
-	X(foreign_buffer, "buffer indexes of another client") \
-	X(unknown_buffer, "buffer indexes not registered") \
-	X(bad_buffer, "registrations refused: fd, size, seals or limits") \
-	X(out_of_range, "blocks whose offset or length falls outside the buffer or block") \
-	X(buffer_fault, "requests whose copy faulted: a staging file truncated under it") \
-	X(too_many, "counts over the protocol limits") \
-	X(lease_limit, "leases refused: table or per-client limit full") \
-	X(inflight_limit, "STOREs and LOADs refused: the connection has too many in flight") \
-	X(slow_reader, "connections closed for not reading their replies") \
-	X(connection_limit, "connections refused at the limit")
+	X(bad_magic, COUNTER, "kvtier_requests_rejected_total", "reason=\"bad_magic\"", \
+	  "Data-plane requests or connections refused, by reason: a wrong magic or a reply flag (connection closed).") \
+	X(oversized, COUNTER, "kvtier_requests_rejected_total", "reason=\"oversized\"", \
+	  "Frames longer than the limit (connection closed).") \
+	X(malformed, COUNTER, "kvtier_requests_rejected_total", "reason=\"malformed\"", \
+	  "Payloads that do not parse.") \
+	X(unknown_op, COUNTER, "kvtier_requests_rejected_total", "reason=\"unknown_op\"", \
+	  "Unknown operations.") \
+	X(no_hello, COUNTER, "kvtier_requests_rejected_total", "reason=\"no_hello\"", \
+	  "Requests before HELLO.") \
+	X(bad_hello, COUNTER, "kvtier_requests_rejected_total", "reason=\"bad_hello\"", \
+	  "HELLOs refused: version, role, rank, names, second HELLO.") \
+	X(ns_conflict, COUNTER, "kvtier_requests_rejected_total", "reason=\"ns_conflict\"", \
+	  "HELLOs whose block or TP size differs from the namespace.") \
+	X(namespace_limit, COUNTER, "kvtier_requests_rejected_total", "reason=\"namespace_limit\"", \
+	  "HELLOs refused: the client created max-namespaces-per-client already.") \
+	X(namespaces_full, COUNTER, "kvtier_requests_rejected_total", "reason=\"namespaces_full\"", \
+	  "HELLOs refused: the namespace table is full of namespaces in use.") \
+	X(quota, COUNTER, "kvtier_requests_rejected_total", "reason=\"quota\"", \
+	  "Blocks refused: their namespace is at its L1 quota, all of it pinned.") \
+	X(role, COUNTER, "kvtier_requests_rejected_total", "reason=\"role\"", \
+	  "Operations the connection's role may not do.") \
+	X(foreign_buffer, COUNTER, "kvtier_requests_rejected_total", "reason=\"foreign_buffer\"", \
+	  "Buffer indexes of another client.") \
+	X(unknown_buffer, COUNTER, "kvtier_requests_rejected_total", "reason=\"unknown_buffer\"", \
+	  "Buffer indexes not registered.") \
+	X(bad_buffer, COUNTER, "kvtier_requests_rejected_total", "reason=\"bad_buffer\"", \
+	  "Registrations refused: fd, size, seals or limits.") \
+	X(out_of_range, COUNTER, "kvtier_requests_rejected_total", "reason=\"out_of_range\"", \
+	  "Blocks whose offset or length falls outside the buffer or block.") \
+	X(buffer_fault, COUNTER, "kvtier_requests_rejected_total", "reason=\"buffer_fault\"", \
+	  "Requests whose copy faulted: a staging file truncated under it.") \
+	X(too_many, COUNTER, "kvtier_requests_rejected_total", "reason=\"too_many\"", \
+	  "Counts over the protocol limits.") \
+	X(lease_limit, COUNTER, "kvtier_requests_rejected_total", "reason=\"lease_limit\"", \
+	  "Leases refused: table or per-client limit full.") \
+	X(inflight_limit, COUNTER, "kvtier_requests_rejected_total", "reason=\"inflight_limit\"", \
+	  "STOREs and LOADs refused: the connection has too many in flight.") \
+	X(slow_reader, COUNTER, "kvtier_requests_rejected_total", "reason=\"slow_reader\"", \
+	  "Connections closed for not reading their replies.") \
+	X(connection_limit, COUNTER, "kvtier_requests_rejected_total", "reason=\"connection_limit\"", \
+	  "Connections refused at the limit.")
 
-/*
- * The plain counters and gauges: (field, Prometheus name, type, help). An
- * empty name: not exported on its own (L1's byte counters say the same).
- */
+/* The data plane's counters and gauges (stat_table.h's shape). */
 #define DP_TOTALS(X) \
-	X(connections_total, "kvtier_connections_total", "counter", "Data-plane connections accepted.") \
-	X(connections_active, "kvtier_lanes_connected", "gauge", "Data-plane connections (lanes) open.") \
-	X(clients_active, "kvtier_clients_connected", "gauge", "Clients (processes) connected.") \
-	X(namespaces_reclaimed, "kvtier_namespaces_reclaimed_total", "counter", \
+	X(connections_total, COUNTER, "kvtier_connections_total", "", \
+	  "Data-plane connections accepted.") \
+	X(connections_active, GAUGE, "kvtier_lanes_connected", "", \
+	  "Data-plane connections (lanes) open.") \
+	X(clients_active, GAUGE, "kvtier_clients_connected", "", \
+	  "Clients (processes) connected.") \
+	X(namespaces_reclaimed, COUNTER, "kvtier_namespaces_reclaimed_total", "", \
 	  "Namespaces removed for holding nothing in L1 with no client bound.") \
-	X(blocks_stored, "kvtier_blocks_stored_total", "counter", "Blocks stored by STORE requests.") \
-	X(blocks_loaded, "kvtier_blocks_loaded_total", "counter", "Blocks copied out by LOAD requests.") \
-	X(blocks_load_missing, "kvtier_blocks_load_missing_total", "counter", \
+	X(blocks_stored, COUNTER, "kvtier_blocks_stored_total", "", \
+	  "Blocks stored by STORE requests.") \
+	X(blocks_loaded, COUNTER, "kvtier_blocks_loaded_total", "", \
+	  "Blocks copied out by LOAD requests.") \
+	X(blocks_load_missing, COUNTER, "kvtier_blocks_load_missing_total", "", \
 	  "Blocks a LOAD asked for that were not there.") \
-	X(blocks_loaded_l2, "kvtier_blocks_loaded_l2_total", "counter", \
+	X(blocks_loaded_l2, COUNTER, "kvtier_blocks_loaded_l2_total", "", \
 	  "Blocks LOAD requests read from L2 (a part of kvtier_blocks_loaded_total).") \
-	X(blocks_promoted, "kvtier_blocks_promoted_total", "counter", \
+	X(blocks_promoted, COUNTER, "kvtier_blocks_promoted_total", "", \
 	  "Blocks read from L2 and kept in L1 (promoted).") \
-	X(bytes_stored, "", "counter", "Bytes stored by STORE requests.") \
-	X(bytes_loaded, "", "counter", "Bytes copied out by LOAD requests.")
+	X(bytes_stored, COUNTER, "", "", \
+	  "Bytes stored by STORE requests.") \
+	X(bytes_loaded, COUNTER, "", "", \
+	  "Bytes copied out by LOAD requests.")
 
 #define DP_HIST_BUCKETS 16
 /* Upper bounds in seconds; the last bucket is +Inf. */
@@ -77,16 +105,28 @@ struct dp_op_stats {
 	_Atomic uint64_t sum_ns;
 };
 
+struct dp_rejects {
+	DP_REJECTS(STAT_LIVE_FIELD)
+};
+
 struct dp_stats {
 #define DP_OP_FIELD(name, op) struct dp_op_stats op_##name;
 	DP_OPS(DP_OP_FIELD)
 #undef DP_OP_FIELD
-#define DP_REJECT_FIELD(name, help) _Atomic uint64_t rejected_##name;
-	DP_REJECTS(DP_REJECT_FIELD)
-#undef DP_REJECT_FIELD
-#define DP_TOTAL_FIELD(field, metric, type, help) _Atomic uint64_t field;
-	DP_TOTALS(DP_TOTAL_FIELD)
-#undef DP_TOTAL_FIELD
+	struct dp_rejects rejected;
+	DP_TOTALS(STAT_LIVE_FIELD)
 };
+
+struct dp_totals_snapshot {
+	DP_TOTALS(STAT_SNAP_FIELD)
+};
+
+struct dp_rejects_snapshot {
+	DP_REJECTS(STAT_SNAP_FIELD)
+};
+
+/* Calls fn with each stat of DP_TOTALS, or of DP_REJECTS, and its value now (any thread). */
+void dp_totals_visit(const struct dp_stats *st, stat_visit_fn fn, void *ctx);
+void dp_rejects_visit(const struct dp_stats *st, stat_visit_fn fn, void *ctx);
 
 #endif

@@ -7,14 +7,28 @@
 #include <string.h>
 
 #include "gpu.h"
+#include "owner_stats.h"
 #include "kvtier/kvtier.h"
 #include "log.h"
 #include "kvtier/protocol.h"
 
 struct gpu_stats gpu_stats;
 
-#define STAT_INC(f) atomic_fetch_add_explicit(&gpu_stats.f, 1, memory_order_relaxed)
-#define STAT_DEC(f) atomic_fetch_sub_explicit(&gpu_stats.f, 1, memory_order_relaxed)
+#define STAT_INC(f) STATS_ADD(&gpu_stats, f, 1)
+#define STAT_DEC(f) STATS_ADD(&gpu_stats, f, -(uint64_t)1)
+
+#define STAT_SNAP struct gpu_stats_snapshot
+static const struct stat_def gpu_stat_defs[] = {GPU_STATS(STAT_DEF)};
+#undef STAT_SNAP
+
+void gpu_stats_visit(stat_visit_fn fn, void *ctx)
+{
+	struct gpu_stats_snapshot s;
+#define GPU_COPY(name, kind, metric, labels, help) s.name = STATS_GET(&gpu_stats, name);
+	GPU_STATS(GPU_COPY)
+#undef GPU_COPY
+	stats_visit(gpu_stat_defs, sizeof(gpu_stat_defs) / sizeof(gpu_stat_defs[0]), &s, fn, ctx);
+}
 
 bool gpu_built_in(void)
 {
@@ -127,7 +141,7 @@ static void mapping_opened(struct gpu_mem *out, struct mapping *m, uint64_t offs
 	*out = (struct gpu_mem){.ptr = m->base + offset, .size = size, .device = m->device,
 				.kind = m->kind, .priv = m};
 	STAT_INC(mappings_opened);
-	atomic_fetch_add_explicit(&gpu_stats.mappings_open, 1, memory_order_relaxed);
+	STAT_INC(mappings_open);
 }
 
 static int device_for(const uint8_t uuid[KVT_UUID_BYTES])

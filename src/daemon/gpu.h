@@ -22,6 +22,7 @@
 
 #include "gpu_id.h"
 #include "kvtier/protocol.h"
+#include "stat_table.h"
 
 
 /*
@@ -76,19 +77,25 @@ int gpu_open_ipc(const uint8_t uuid[KVT_UUID_BYTES], const uint8_t handle[KVT_IP
 /* Drops m's mapping (unmapped once its last user closes). */
 void gpu_close(struct gpu_mem *m);
 
-/* Counters, for /v1/stats and /metrics. */
-#define GPU_COUNTERS(X)                                                        \
-	X(mappings_opened, "GPU staging mappings opened (imports and IPC opens)") \
-	X(mappings_closed, "GPU staging mappings closed")                        \
-	X(ipc_cache_hits, "cuda_ipc registrations that reused an open mapping")
+/* The GPU side's counters and gauges (stat_table.h's shape), written by the loop thread. */
+#define GPU_STATS(X) \
+	X(mappings_opened, COUNTER, "kvtier_gpu_mappings_opened_total", "", \
+	  "GPU staging mappings opened (imports and IPC opens).") \
+	X(mappings_closed, COUNTER, "kvtier_gpu_mappings_closed_total", "", \
+	  "GPU staging mappings closed.") \
+	X(ipc_cache_hits, COUNTER, "kvtier_gpu_ipc_cache_hits_total", "", \
+	  "cuda_ipc registrations that reused an open mapping.") \
+	X(mappings_open, GAUGE, "kvtier_gpu_mappings_open", "", "GPU staging mappings open.") \
+	X(l1_pinned_bytes, GAUGE, "kvtier_l1_pinned_bytes", "", "Bytes of L1 pinned for DMA.")
 struct gpu_stats {
-#define GPU_FIELD(name, help) _Atomic uint64_t name;
-	GPU_COUNTERS(GPU_FIELD)
-#undef GPU_FIELD
-	_Atomic uint64_t mappings_open; /* gauge */
-	_Atomic uint64_t l1_pinned;     /* gauge: bytes of L1 pinned for DMA */
-	_Atomic uint64_t l1_pin_us;     /* how long pinning took */
+	GPU_STATS(STAT_LIVE_FIELD)
+	_Atomic uint64_t l1_pin_us;     /* how long pinning took (/v1/stats: l1_pin_seconds) */
 };
+struct gpu_stats_snapshot {
+	GPU_STATS(STAT_SNAP_FIELD)
+};
+/* Calls fn with each stat of GPU_STATS and its value now (any thread). */
+void gpu_stats_visit(stat_visit_fn fn, void *ctx);
 extern struct gpu_stats gpu_stats;
 
 #endif

@@ -692,11 +692,20 @@ int l1_lookup(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *keys
 
 void l1_stats_read(const struct l1 *l1, struct l1_stats_snapshot *out)
 {
-#define L1_SNAP_COPY(name, help) \
-	out->name = atomic_load_explicit(&l1->stats.name, memory_order_relaxed);
-	L1_COUNTERS(L1_SNAP_COPY)
-	L1_GAUGES(L1_SNAP_COPY)
+#define L1_SNAP_COPY(name, kind, metric, labels, help) out->name = STAT_GET(l1, name);
+	L1_STATS(L1_SNAP_COPY)
 #undef L1_SNAP_COPY
+}
+
+#define STAT_SNAP struct l1_stats_snapshot
+static const struct stat_def l1_stat_defs[] = {L1_STATS(STAT_DEF)};
+#undef STAT_SNAP
+
+void l1_stats_visit(const struct l1 *l1, stat_visit_fn fn, void *ctx)
+{
+	struct l1_stats_snapshot s;
+	l1_stats_read(l1, &s);
+	stats_visit(l1_stat_defs, sizeof(l1_stat_defs) / sizeof(l1_stat_defs[0]), &s, fn, ctx);
 }
 
 #define VERIFY(cond, msg)          \

@@ -22,6 +22,7 @@
 #include "index.h"
 #include "kvtier/kvtier.h"
 #include "ns.h"
+#include "stat_table.h"
 
 enum kvt_tier {
 	KVT_TIER_NONE = 0,
@@ -38,50 +39,55 @@ enum l1_evict_reason {
 };
 const char *l1_evict_reason_name(enum l1_evict_reason reason);
 
-/* Counters (only grow) and gauges, as X-macros: (field, help). */
-#define L1_COUNTERS(X) \
-	X(lookups, "prefix lookups") \
-	X(lookup_hits, "keys found present in L1 by lookups") \
-	X(lookup_lower_hits, "keys found in the lower tier by lookups") \
-	X(lookup_misses, "lookups that stopped at an absent key") \
-	X(parts_stored, "parts stored") \
-	X(parts_duplicate, "part stores skipped: already stored") \
-	X(store_failures, "part stores refused (no space or aborted)") \
-	X(bytes_stored, "bytes stored") \
-	X(loads, "part loads served") \
-	X(load_misses, "part loads of absent blocks") \
-	X(bytes_loaded, "bytes loaded") \
-	X(evictions_watermark, "items evicted past the high watermark") \
-	X(evictions_capacity, "items evicted for want of a slot") \
-	X(evictions_admin, "items evicted by an operator") \
-	X(evictions_quota, "items evicted to keep their namespace within its L1 quota") \
-	X(evicted_bytes, "bytes of slots freed by eviction") \
-	X(victims_to_lower, "evicted items handed to the lower tier") \
-	X(leases_taken, "leases taken") \
-	X(leases_released, "leases released by their holder") \
-	X(leases_expired, "leases that expired")
-
-#define L1_GAUGES(X) \
-	X(capacity_bytes, "bytes of the arena") \
-	X(used_bytes, "bytes of slots in use") \
-	X(items, "items (blocks) held, complete or not") \
-	X(complete_items, "items with every part stored") \
-	X(pinned_items, "items pinned by a copy or a lease") \
-	X(leases_active, "leases held")
+/* The L1 engine's counters and gauges (stat_table.h's shape). */
+#define L1_STATS(X) \
+	X(lookups, COUNTER, "kvtier_lookups_total", "", "Prefix lookups.") \
+	X(lookup_hits, COUNTER, "kvtier_lookup_blocks_total", "tier=\"l1\",result=\"hit\"", \
+	  "Keys answered by lookups, by tier and result (a miss ends a chain).") \
+	X(lookup_lower_hits, COUNTER, "kvtier_lookup_blocks_total", \
+	  "tier=\"l2\",result=\"hit\"", "Keys lookups found in the lower tier.") \
+	X(lookup_misses, COUNTER, "kvtier_lookup_blocks_total", "tier=\"none\",result=\"miss\"", \
+	  "Lookups that stopped at an absent key.") \
+	X(parts_stored, COUNTER, "", "", "Parts stored.") \
+	X(parts_duplicate, COUNTER, "", "", "Part stores skipped: already stored.") \
+	X(store_failures, COUNTER, "", "", "Part stores refused (no space or aborted).") \
+	X(bytes_stored, COUNTER, "kvtier_stored_bytes_total", "tier=\"l1\"", \
+	  "Bytes stored, by tier (L2: records written, headers and padding included).") \
+	X(loads, COUNTER, "", "", "Part loads served.") \
+	X(load_misses, COUNTER, "", "", "Part loads of absent blocks.") \
+	X(bytes_loaded, COUNTER, "kvtier_loaded_bytes_total", "tier=\"l1\"", "Bytes loaded, by tier.") \
+	X(evictions_watermark, COUNTER, "kvtier_evictions_total", \
+	  "tier=\"l1\",reason=\"watermark\"", "Items evicted, by tier and reason.") \
+	X(evictions_capacity, COUNTER, "kvtier_evictions_total", \
+	  "tier=\"l1\",reason=\"capacity\"", "Items evicted for want of a slot.") \
+	X(evictions_admin, COUNTER, "kvtier_evictions_total", "tier=\"l1\",reason=\"admin\"", \
+	  "Items evicted by an operator.") \
+	X(evictions_quota, COUNTER, "kvtier_evictions_total", "tier=\"l1\",reason=\"quota\"", \
+	  "Items evicted to keep their namespace within its L1 quota.") \
+	X(evicted_bytes, COUNTER, "", "", "Bytes of slots freed by eviction.") \
+	X(victims_to_lower, COUNTER, "", "", "Evicted items handed to the lower tier.") \
+	X(leases_taken, COUNTER, "kvtier_leases_total", "event=\"taken\"", \
+	  "Leases, by how they began or ended.") \
+	X(leases_released, COUNTER, "kvtier_leases_total", "event=\"released\"", \
+	  "Leases released by their holder.") \
+	X(leases_expired, COUNTER, "kvtier_leases_total", "event=\"expired\"", \
+	  "Leases that expired.") \
+	X(capacity_bytes, GAUGE, "kvtier_tier_capacity_bytes", "tier=\"l1\"", \
+	  "Bytes a tier can hold.") \
+	X(used_bytes, GAUGE, "kvtier_tier_used_bytes", "tier=\"l1\"", "Bytes of a tier in use.") \
+	X(items, GAUGE, "kvtier_tier_items", "tier=\"l1\"", \
+	  "Items (blocks) held by a tier, complete or not.") \
+	X(complete_items, GAUGE, "", "", "Items with every part stored.") \
+	X(pinned_items, GAUGE, "kvtier_pins_active", "", "Items pinned by a copy or a lease.") \
+	X(leases_active, GAUGE, "kvtier_leases_active", "", "Leases held.")
 
 struct l1_stats {
-#define L1_STAT_FIELD(name, help) _Atomic uint64_t name;
-	L1_COUNTERS(L1_STAT_FIELD)
-	L1_GAUGES(L1_STAT_FIELD)
-#undef L1_STAT_FIELD
+	L1_STATS(STAT_LIVE_FIELD)
 };
 
 /* A plain copy of the stats, read field by field without stopping the engine. */
 struct l1_stats_snapshot {
-#define L1_SNAP_FIELD(name, help) uint64_t name;
-	L1_COUNTERS(L1_SNAP_FIELD)
-	L1_GAUGES(L1_SNAP_FIELD)
-#undef L1_SNAP_FIELD
+	L1_STATS(STAT_SNAP_FIELD)
 };
 
 struct l1_item;
@@ -230,6 +236,8 @@ uint64_t l1_lease_next_expiry(const struct l1 *l1);
 uint64_t l1_evict(struct l1 *l1, uint64_t bytes, enum l1_evict_reason reason);
 
 void l1_stats_read(const struct l1 *l1, struct l1_stats_snapshot *out);
+/* Calls fn with each stat of L1_STATS and its value now (any thread). */
+void l1_stats_visit(const struct l1 *l1, stat_visit_fn fn, void *ctx);
 
 /*
  * Checks every invariant (usage within capacity and equal to the sum of the

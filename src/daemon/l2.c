@@ -691,6 +691,7 @@ static void read_complete(struct l2_io *io, int res)
 		return;
 	}
 	STAT_ADD(l2, reads, 1);
+	STAT_ADD(l2, reads_from_disk, 1);
 	STAT_ADD(l2, bytes_read, rd->length);
 	rd->done(rd, 0);
 }
@@ -881,10 +882,20 @@ uint64_t l2_evict(struct l2 *l2, uint64_t bytes)
 
 void l2_stats_read(const struct l2 *l2, struct l2_stats_snapshot *out)
 {
-#define L2_COPY(name, help) out->name = STAT_GET(l2, name);
-	L2_COUNTERS(L2_COPY)
-	L2_GAUGES(L2_COPY)
+#define L2_COPY(name, kind, metric, labels, help) out->name = STAT_GET(l2, name);
+	L2_STATS(L2_COPY)
 #undef L2_COPY
+}
+
+#define STAT_SNAP struct l2_stats_snapshot
+static const struct stat_def l2_stat_defs[] = {L2_STATS(STAT_DEF)};
+#undef STAT_SNAP
+
+void l2_stats_visit(const struct l2 *l2, stat_visit_fn fn, void *ctx)
+{
+	struct l2_stats_snapshot s;
+	l2_stats_read(l2, &s);
+	stats_visit(l2_stat_defs, sizeof(l2_stat_defs) / sizeof(l2_stat_defs[0]), &s, fn, ctx);
 }
 
 /* --- recovery --- */

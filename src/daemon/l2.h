@@ -27,57 +27,74 @@
 #include "kvtier/kvtier.h"
 #include "l1.h"
 #include "ns.h"
+#include "stat_table.h"
 
 /* Counters (only grow) and gauges, as X-macros: (field, help). */
-#define L2_COUNTERS(X) \
-	X(victims_written, "L1 victims written to L2") \
-	X(bytes_written, "bytes written to L2, headers and padding included") \
-	X(victims_present, "L1 victims skipped: L2 held them already") \
-	X(victims_dropped_behind, "L1 victims dropped: no write buffer or region free (L2 behind)") \
-	X(victims_dropped_unfit, "L1 victims dropped: larger than a region") \
-	X(victims_dropped_off, "L1 victims dropped: L2 not ready or failed") \
-	X(victims_dropped_quota, "L1 victims dropped: larger than their namespace's L2 quota") \
-	X(reads, "part reads served by L2") \
-	X(reads_from_memory, "part reads served from a write buffer") \
-	X(bytes_read, "data bytes read from L2") \
-	X(read_misses, "part reads of blocks L2 does not hold") \
-	X(checksum_failures, "reads whose data checksum failed (a miss, the item dropped)") \
-	X(io_errors, "reads and writes that failed") \
-	X(short_ios, "short reads or writes continued") \
-	X(eagain_retries, "reads or writes retried after -EAGAIN") \
-	X(regions_reclaimed, "regions reclaimed for new writes") \
-	X(items_reclaimed, "items dropped with their region (L2 evictions)") \
-	X(items_dropped_admin, "items dropped by an operator") \
-	X(items_dropped_quota, "items dropped to keep their namespace within its L2 quota") \
-	X(recoveries, "times a probe found a failed L2 writable again") \
-	X(probes_failed, "probe writes of a failed L2 that failed") \
-	X(recovered_items, "items found by the scan at start") \
-	X(recovery_dropped, "records dropped by the scan at start (incomplete items)")
-
-#define L2_GAUGES(X) \
-	X(capacity_bytes, "bytes of the L2 file or device in use as regions") \
-	X(used_bytes, "bytes of regions holding records") \
-	X(items, "items (blocks, every part) held") \
-	X(regions, "regions") \
-	X(free_regions, "regions holding nothing") \
-	X(ios_queued, "reads and writes waiting to be submitted (ring full, or until the loop's next round)") \
-	X(ios_inflight, "reads and writes submitted, not completed") \
-	X(ready, "1 once the index is rebuilt") \
-	X(failed, "1 after repeated I/O errors: writes stopped until a probe succeeds; reads go on")
+/* The L2 engine's counters and gauges (stat_table.h's shape). */
+#define L2_STATS(X) \
+	X(victims_written, COUNTER, "kvtier_l2_victims_total", "result=\"written\"", \
+	  "L1 victims offered to L2, by what became of them: written.") \
+	X(bytes_written, COUNTER, "kvtier_stored_bytes_total", "tier=\"l2\"", \
+	  "Bytes written to L2, headers and padding included.") \
+	X(victims_present, COUNTER, "kvtier_l2_victims_total", "result=\"present\"", \
+	  "L1 victims skipped: L2 held them already.") \
+	X(victims_dropped_behind, COUNTER, "kvtier_l2_victims_total", "result=\"dropped_behind\"", \
+	  "L1 victims dropped: no write buffer or region free (L2 behind).") \
+	X(victims_dropped_unfit, COUNTER, "kvtier_l2_victims_total", "result=\"dropped_unfit\"", \
+	  "L1 victims dropped: larger than a region.") \
+	X(victims_dropped_off, COUNTER, "kvtier_l2_victims_total", "result=\"dropped_off\"", \
+	  "L1 victims dropped: L2 not ready or failed.") \
+	X(victims_dropped_quota, COUNTER, "kvtier_l2_victims_total", "result=\"dropped_quota\"", \
+	  "L1 victims dropped: larger than their namespace's L2 quota.") \
+	X(reads, COUNTER, "", "", "Part reads served by L2.") \
+	X(reads_from_disk, COUNTER, "kvtier_l2_reads_total", "source=\"disk\"", \
+	  "Part reads L2 served, by source: the disk.") \
+	X(reads_from_memory, COUNTER, "kvtier_l2_reads_total", "source=\"write_buffer\"", \
+	  "Part reads served from a write buffer.") \
+	X(bytes_read, COUNTER, "kvtier_loaded_bytes_total", "tier=\"l2\"", "Data bytes read from L2.") \
+	X(read_misses, COUNTER, "kvtier_l2_read_misses_total", "", \
+	  "Part reads of blocks L2 does not hold.") \
+	X(checksum_failures, COUNTER, "kvtier_l2_checksum_failures_total", "", \
+	  "L2 reads whose data checksum failed (each a miss; the item is dropped).") \
+	X(io_errors, COUNTER, "kvtier_l2_io_errors_total", "", "L2 reads and writes that failed.") \
+	X(short_ios, COUNTER, "kvtier_l2_retries_total", "reason=\"short\"", \
+	  "Reads and writes continued, by reason: short.") \
+	X(eagain_retries, COUNTER, "kvtier_l2_retries_total", "reason=\"eagain\"", \
+	  "Reads or writes retried after -EAGAIN.") \
+	X(regions_reclaimed, COUNTER, "kvtier_l2_regions_reclaimed_total", "", \
+	  "Regions reclaimed for new writes.") \
+	X(items_reclaimed, COUNTER, "kvtier_evictions_total", "tier=\"l2\",reason=\"reclaim\"", \
+	  "Items dropped with their region (L2 evictions).") \
+	X(items_dropped_admin, COUNTER, "kvtier_evictions_total", "tier=\"l2\",reason=\"admin\"", \
+	  "Items dropped by an operator.") \
+	X(items_dropped_quota, COUNTER, "kvtier_evictions_total", "tier=\"l2\",reason=\"quota\"", \
+	  "Items dropped to keep their namespace within its L2 quota.") \
+	X(recoveries, COUNTER, "", "", "Times a probe found a failed L2 writable again.") \
+	X(probes_failed, COUNTER, "", "", "Probe writes of a failed L2 that failed.") \
+	X(recovered_items, GAUGE, "kvtier_l2_recovered_items", "", "Items the scan at start found.") \
+	X(recovery_dropped, GAUGE, "kvtier_l2_recovery_dropped_records", "", \
+	  "Records the scan at start dropped (items missing a part).") \
+	X(capacity_bytes, GAUGE, "kvtier_tier_capacity_bytes", "tier=\"l2\"", \
+	  "Bytes of the L2 file or device in use as regions.") \
+	X(used_bytes, GAUGE, "kvtier_tier_used_bytes", "tier=\"l2\"", "Bytes of regions holding records.") \
+	X(items, GAUGE, "kvtier_tier_items", "tier=\"l2\"", "Items (blocks, every part) held.") \
+	X(regions, GAUGE, "kvtier_l2_regions", "", "L2 regions.") \
+	X(free_regions, GAUGE, "kvtier_l2_free_regions", "", "L2 regions holding nothing.") \
+	X(ios_queued, GAUGE, "kvtier_l2_ios_queued", "", \
+	  "L2 reads and writes waiting to be submitted (ring full, or until the loop's next round).") \
+	X(ios_inflight, GAUGE, "kvtier_l2_ios_inflight", "", "L2 reads and writes submitted, not completed.") \
+	X(ready, GAUGE, "kvtier_l2_ready", "", "1 once the L2 index is rebuilt.") \
+	X(failed, GAUGE, "kvtier_l2_failed", "", \
+	  "1 after repeated I/O errors: writes stopped until a probe succeeds; reads go on.")
 
 struct l2_stats {
-#define L2_STAT_FIELD(name, help) _Atomic uint64_t name;
-	L2_COUNTERS(L2_STAT_FIELD)
-	L2_GAUGES(L2_STAT_FIELD)
-#undef L2_STAT_FIELD
+	L2_STATS(STAT_LIVE_FIELD)
 };
 
 struct l2_stats_snapshot {
-#define L2_SNAP_FIELD(name, help) uint64_t name;
-	L2_COUNTERS(L2_SNAP_FIELD)
-	L2_GAUGES(L2_SNAP_FIELD)
-#undef L2_SNAP_FIELD
+	L2_STATS(STAT_SNAP_FIELD)
 };
+
 
 struct l2;
 struct l2_region;
@@ -248,5 +265,7 @@ uint64_t l2_ns_trim(struct l2 *l2, const struct kvt_ns *ns);
 uint64_t l2_evict(struct l2 *l2, uint64_t bytes);
 
 void l2_stats_read(const struct l2 *l2, struct l2_stats_snapshot *out);
+/* Calls fn with each stat of L2_STATS and its value now (any thread). */
+void l2_stats_visit(const struct l2 *l2, stat_visit_fn fn, void *ctx);
 
 #endif

@@ -170,7 +170,7 @@ static int pin_l1(struct kvtd *d)
 	}
 	double ms = elapsed_ms(&start);
 	d->l1_pinned = true;
-	atomic_store(&gpu_stats.l1_pinned, a->size);
+	atomic_store(&gpu_stats.l1_pinned_bytes, a->size);
 	atomic_store(&gpu_stats.l1_pin_us, (uint64_t)(ms * 1000.0));
 	log_info("l1: %s pinned for DMA in %.1f ms", size, ms);
 	return 0;

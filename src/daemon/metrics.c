@@ -1,5 +1,8 @@
 /* metrics.c — see metrics.h. Every family has HELP and TYPE; names follow
- * Prometheus practice: kvtier_ prefix, base units, _total on counters. */
+ * Prometheus practice: kvtier_ prefix, base units, _total on counters. The
+ * counters and gauges come from the stats tables (stat_table.h); what is
+ * written here by hand is what no table holds: histograms, per-kind and
+ * per-namespace families, build facts. */
 #include "config.h"
 
 #include <inttypes.h>
@@ -7,6 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dataplane.h"
 #include "gpu.h"
@@ -34,94 +38,62 @@ static void one(FILE *f, const char *name, const char *type, const char *help, u
 	sample(f, name, NULL, v);
 }
 
-/* The tier families, with an l2 sample in each when L2 is configured (t). */
-static void render_tiers(FILE *f, const struct l1_stats_snapshot *s,
-			 const struct l2_stats_snapshot *t)
+/* --- the stats tables (stat_table.h) --- */
+
+/* Samples gathered from every table, rendered grouped by family. */
+#define MAX_TABLE_SAMPLES 256
+struct table_samples {
+	const struct stat_def *def[MAX_TABLE_SAMPLES];
+	uint64_t value[MAX_TABLE_SAMPLES];
+	size_t n;
+};
+
+static void gather(void *ctx, const struct stat_def *def, uint64_t value)
 {
-	family(f, "kvtier_lookups_total", "counter", "Prefix lookups.");
-	sample(f, "kvtier_lookups_total", NULL, s->lookups);
-	family(f, "kvtier_lookup_blocks_total", "counter",
-	       "Keys answered by lookups, by tier and result (a miss ends a chain).");
-	sample(f, "kvtier_lookup_blocks_total", "tier=\"l1\",result=\"hit\"", s->lookup_hits);
-	sample(f, "kvtier_lookup_blocks_total", "tier=\"l2\",result=\"hit\"", s->lookup_lower_hits);
-	sample(f, "kvtier_lookup_blocks_total", "tier=\"none\",result=\"miss\"", s->lookup_misses);
-	family(f, "kvtier_stored_bytes_total", "counter",
-	       "Bytes stored, by tier (L2: records written, headers and padding included).");
-	sample(f, "kvtier_stored_bytes_total", "tier=\"l1\"", s->bytes_stored);
-	if (t)
-		sample(f, "kvtier_stored_bytes_total", "tier=\"l2\"", t->bytes_written);
-	family(f, "kvtier_loaded_bytes_total", "counter", "Bytes loaded, by tier.");
-	sample(f, "kvtier_loaded_bytes_total", "tier=\"l1\"", s->bytes_loaded);
-	if (t)
-		sample(f, "kvtier_loaded_bytes_total", "tier=\"l2\"", t->bytes_read);
-	family(f, "kvtier_evictions_total", "counter", "Items evicted, by tier and reason.");
-	sample(f, "kvtier_evictions_total", "tier=\"l1\",reason=\"watermark\"", s->evictions_watermark);
-	sample(f, "kvtier_evictions_total", "tier=\"l1\",reason=\"capacity\"", s->evictions_capacity);
-	sample(f, "kvtier_evictions_total", "tier=\"l1\",reason=\"admin\"", s->evictions_admin);
-	sample(f, "kvtier_evictions_total", "tier=\"l1\",reason=\"quota\"", s->evictions_quota);
-	if (t) {
-		sample(f, "kvtier_evictions_total", "tier=\"l2\",reason=\"reclaim\"", t->items_reclaimed);
-		sample(f, "kvtier_evictions_total", "tier=\"l2\",reason=\"admin\"", t->items_dropped_admin);
-		sample(f, "kvtier_evictions_total", "tier=\"l2\",reason=\"quota\"", t->items_dropped_quota);
-	}
-	family(f, "kvtier_tier_capacity_bytes", "gauge", "Bytes a tier can hold.");
-	sample(f, "kvtier_tier_capacity_bytes", "tier=\"l1\"", s->capacity_bytes);
-	if (t)
-		sample(f, "kvtier_tier_capacity_bytes", "tier=\"l2\"", t->capacity_bytes);
-	family(f, "kvtier_tier_used_bytes", "gauge", "Bytes of a tier in use.");
-	sample(f, "kvtier_tier_used_bytes", "tier=\"l1\"", s->used_bytes);
-	if (t)
-		sample(f, "kvtier_tier_used_bytes", "tier=\"l2\"", t->used_bytes);
-	family(f, "kvtier_tier_items", "gauge", "Items (blocks) held by a tier, complete or not.");
-	sample(f, "kvtier_tier_items", "tier=\"l1\"", s->items);
-	if (t)
-		sample(f, "kvtier_tier_items", "tier=\"l2\"", t->items);
-	one(f, "kvtier_pins_active", "gauge", "Items pinned by a copy or a lease.", s->pinned_items);
-	one(f, "kvtier_leases_active", "gauge", "Leases held.", s->leases_active);
-	family(f, "kvtier_leases_total", "counter", "Leases, by how they began or ended.");
-	sample(f, "kvtier_leases_total", "event=\"taken\"", s->leases_taken);
-	sample(f, "kvtier_leases_total", "event=\"released\"", s->leases_released);
-	sample(f, "kvtier_leases_total", "event=\"expired\"", s->leases_expired);
+	struct table_samples *t = ctx;
+	if (!*def->metric || t->n == MAX_TABLE_SAMPLES)
+		return;
+	t->def[t->n] = def;
+	t->value[t->n++] = value;
 }
 
-/* The L2 engine's own families (only with L2 configured). */
-static void render_l2(FILE *f, const struct l2_stats_snapshot *t)
+static bool family_seen(const struct table_samples *t, size_t upto, const char *metric)
 {
-	one(f, "kvtier_l2_io_errors_total", "counter", "L2 reads and writes that failed.",
-	    t->io_errors);
-	one(f, "kvtier_l2_checksum_failures_total", "counter",
-	    "L2 reads whose data checksum failed (each a miss; the item is dropped).",
-	    t->checksum_failures);
-	family(f, "kvtier_l2_victims_total", "counter",
-	       "L1 victims offered to L2, by what became of them.");
-	sample(f, "kvtier_l2_victims_total", "result=\"written\"", t->victims_written);
-	sample(f, "kvtier_l2_victims_total", "result=\"present\"", t->victims_present);
-	sample(f, "kvtier_l2_victims_total", "result=\"dropped_behind\"", t->victims_dropped_behind);
-	sample(f, "kvtier_l2_victims_total", "result=\"dropped_unfit\"", t->victims_dropped_unfit);
-	sample(f, "kvtier_l2_victims_total", "result=\"dropped_off\"", t->victims_dropped_off);
-	sample(f, "kvtier_l2_victims_total", "result=\"dropped_quota\"", t->victims_dropped_quota);
-	family(f, "kvtier_l2_reads_total", "counter", "Part reads L2 served, by source.");
-	sample(f, "kvtier_l2_reads_total", "source=\"disk\"", t->reads - t->reads_from_memory);
-	sample(f, "kvtier_l2_reads_total", "source=\"write_buffer\"", t->reads_from_memory);
-	one(f, "kvtier_l2_read_misses_total", "counter", "Part reads of blocks L2 does not hold.",
-	    t->read_misses);
-	family(f, "kvtier_l2_retries_total", "counter", "Reads and writes continued, by reason.");
-	sample(f, "kvtier_l2_retries_total", "reason=\"short\"", t->short_ios);
-	sample(f, "kvtier_l2_retries_total", "reason=\"eagain\"", t->eagain_retries);
-	one(f, "kvtier_l2_regions_reclaimed_total", "counter", "Regions reclaimed for new writes.",
-	    t->regions_reclaimed);
-	one(f, "kvtier_l2_recovered_items", "gauge", "Items the scan at start found.",
-	    t->recovered_items);
-	one(f, "kvtier_l2_recovery_dropped_records", "gauge",
-	    "Records the scan at start dropped (items missing a part).", t->recovery_dropped);
-	one(f, "kvtier_l2_regions", "gauge", "L2 regions.", t->regions);
-	one(f, "kvtier_l2_free_regions", "gauge", "L2 regions holding nothing.", t->free_regions);
-	one(f, "kvtier_l2_ios_inflight", "gauge", "L2 reads and writes in flight.", t->ios_inflight);
-	one(f, "kvtier_l2_ios_queued", "gauge", "L2 reads and writes waiting to be submitted.",
-	    t->ios_queued);
-	one(f, "kvtier_l2_ready", "gauge", "1 once the L2 index is rebuilt.", t->ready);
-	one(f, "kvtier_l2_failed", "gauge", "1 after repeated L2 I/O errors (L1 only since).",
-	    t->failed);
+	for (size_t i = 0; i < upto; i++)
+		if (strcmp(t->def[i]->metric, metric) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Each family once, where its first sample came, with every sample of it
+ * from any table (kvtier_evictions_total has L1's and L2's): HELP and TYPE
+ * from its first sample's entry.
+ */
+static void render_table_samples(FILE *f, const struct table_samples *t)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		const struct stat_def *d = t->def[i];
+		if (family_seen(t, i, d->metric))
+			continue;
+		family(f, d->metric, d->kind == STAT_COUNTER ? "counter" : "gauge", d->help);
+		for (size_t j = i; j < t->n; j++)
+			if (strcmp(t->def[j]->metric, d->metric) == 0)
+				sample(f, d->metric, *t->def[j]->labels ? t->def[j]->labels : NULL,
+				       t->value[j]);
+	}
+}
+
+static void render_tables(FILE *f, const struct l1 *l1, const struct l2 *l2, const struct dp *dp)
+{
+	struct table_samples t = {.n = 0};
+	l1_stats_visit(l1, gather, &t);
+	if (l2)
+		l2_stats_visit(l2, gather, &t);
+	dp_totals_visit(&dp->stats, gather, &t);
+	dp_rejects_visit(&dp->stats, gather, &t);
+	gpu_stats_visit(gather, &t);
+	render_table_samples(f, &t);
 }
 
 static void render_histograms(FILE *f, const struct dp_stats *st)
@@ -167,19 +139,7 @@ static void samples_by_kind(FILE *f, const char *name, const _Atomic uint64_t *g
 
 static void render_dp(FILE *f, const struct dp *dp)
 {
-	const struct dp_stats *st = &dp->stats;
-	render_histograms(f, st);
-	family(f, "kvtier_requests_rejected_total", "counter",
-	       "Data-plane requests or connections refused, by reason.");
-#define DP_REJECT_SAMPLE(name, help) \
-	sample(f, "kvtier_requests_rejected_total", "reason=\"" #name "\"", LOAD(st->rejected_##name));
-	DP_REJECTS(DP_REJECT_SAMPLE)
-#undef DP_REJECT_SAMPLE
-#define DP_TOTAL_METRIC(field, metric, type, help) \
-	if (*metric)                                 \
-		one(f, metric, type, help, LOAD(st->field));
-	DP_TOTALS(DP_TOTAL_METRIC)
-#undef DP_TOTAL_METRIC
+	render_histograms(f, &dp->stats);
 	family(f, "kvtier_buffers_registered", "gauge", "Staging buffers registered, by kind.");
 	samples_by_kind(f, "kvtier_buffers_registered", dp->buffers.kind_registered);
 	family(f, "kvtier_buffers_registered_bytes", "gauge",
@@ -239,14 +199,6 @@ static void render_gpu(FILE *f)
 {
 	one(f, "kvtier_gpu_devices", "gauge", "CUDA devices this kvtierd uses.",
 	    (uint64_t)gpu_device_count());
-	one(f, "kvtier_l1_pinned_bytes", "gauge", "Bytes of L1 pinned for DMA.",
-	    LOAD(gpu_stats.l1_pinned));
-	one(f, "kvtier_gpu_mappings_open", "gauge", "GPU staging mappings open.",
-	    LOAD(gpu_stats.mappings_open));
-#define GPU_METRIC(name, help) \
-	one(f, "kvtier_gpu_" #name "_total", "counter", help ".", LOAD(gpu_stats.name));
-	GPU_COUNTERS(GPU_METRIC)
-#undef GPU_METRIC
 }
 
 char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct dp *dp,
@@ -260,14 +212,7 @@ char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct dp *
 	fprintf(f, "kvtier_build_info{version=\"%s\",cuda=\"%s\"} 1\n", kvt_version(),
 		gpu_built_in() ? "yes" : "no");
 	one(f, "kvtier_up", "gauge", "1 while the daemon serves.", 1);
-	struct l1_stats_snapshot s;
-	l1_stats_read(l1, &s);
-	struct l2_stats_snapshot t;
-	if (l2)
-		l2_stats_read(l2, &t);
-	render_tiers(f, &s, l2 ? &t : NULL);
-	if (l2)
-		render_l2(f, &t);
+	render_tables(f, l1, l2, dp);
 	render_dp(f, dp);
 	render_namespaces(f, l2 != NULL, ns, nns);
 	render_gpu(f);

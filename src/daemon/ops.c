@@ -22,7 +22,7 @@
 #define OP_MAX_INFLIGHT 256
 
 /* The data plane's counters have one writer, the loop thread (owner_stats.h). */
-#define REJECT(dp, reason) STAT_ADD(dp, rejected_##reason, 1)
+#define REJECT(dp, reason) STAT_ADD(dp, rejected.reason, 1)
 
 /* One STORE or LOAD in flight: answered when its transfer's copies are done. */
 struct op_transfer {

@@ -81,7 +81,7 @@ bool session_lease_room(struct dp *dp, struct dp_session *s)
 		session_prune_leases(dp, s);
 	if (s->nleases < dp->max_leases_per_client)
 		return true;
-	STAT_ADD(dp, rejected_lease_limit, 1);
+	STAT_ADD(dp, rejected.lease_limit, 1);
 	return false;
 }
 
@@ -154,11 +154,11 @@ static int get_namespace(struct dp *dp, const struct frame_hello *hello, struct 
 		err = ns_get(dp->namespaces, hello->model, hello->salt, hello->block_bytes,
 			     hello->tp_size, ns);
 	if (err == -KVT_ENSCONFLICT)
-		STAT_ADD(dp, rejected_ns_conflict, 1);
+		STAT_ADD(dp, rejected.ns_conflict, 1);
 	else if (err == -ENOSPC)
-		STAT_ADD(dp, rejected_namespaces_full, 1);
+		STAT_ADD(dp, rejected.namespaces_full, 1);
 	else if (err < 0)
-		STAT_ADD(dp, rejected_bad_hello, 1);
+		STAT_ADD(dp, rejected.bad_hello, 1);
 	return err;
 }
 
@@ -168,7 +168,7 @@ int session_hello_namespace(struct dp *dp, const struct dp_session *s,
 	*created = false;
 	struct kvt_ns *ns = ns_find(dp->namespaces, hello->model, hello->salt);
 	if (!ns && s && s->namespaces_created >= dp->max_namespaces_per_client) {
-		STAT_ADD(dp, rejected_namespace_limit, 1);
+		STAT_ADD(dp, rejected.namespace_limit, 1);
 		return -KVT_ENSLIMIT;
 	}
 	int err = get_namespace(dp, hello, &ns);
@@ -180,7 +180,7 @@ int session_hello_namespace(struct dp *dp, const struct dp_session *s,
 		ns->l2_quota = dp->namespace_l2_quota;
 	}
 	if (!ns->l1_class && (err = l1_ns_open(dp->l1, ns)) < 0) {
-		STAT_ADD(dp, rejected_bad_hello, 1);
+		STAT_ADD(dp, rejected.bad_hello, 1);
 		if (*created)
 			ns_remove(dp->namespaces, ns);
 		return err;

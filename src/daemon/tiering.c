@@ -86,7 +86,7 @@ static void load_from_l2(struct tiering *t, struct tier_xfer *x, struct tier_blo
 	if (len < 0)
 		return; /* stays FAILED with -ENOENT */
 	if ((uint64_t)len > room) {
-		COUNT(t, rejected_out_of_range);
+		COUNT(t, rejected.out_of_range);
 		block_fail(b, -ERANGE);
 		return;
 	}
@@ -121,7 +121,7 @@ static void store_block(struct tiering *t, struct tier_xfer *x, struct tier_bloc
 	/* May evict L1 items (their victims to L2 in evict mode) to free a slot. */
 	int err = l1_store_begin(t->l1, ns, key, rank, length, &b->ref);
 	if (err == -KVT_EQUOTA)
-		COUNT(t, rejected_quota);
+		COUNT(t, rejected.quota);
 	if (err) {
 		block_fail(b, err == -EEXIST ? 0 : err); /* a stored part is a no-op */
 		return;
@@ -147,7 +147,7 @@ static void load_block(struct tiering *t, struct tier_xfer *x, struct tier_block
 	}
 	if (b->ref.length > room) { /* the part does not fit its space */
 		l1_load_end(t->l1, &b->ref);
-		COUNT(t, rejected_out_of_range);
+		COUNT(t, rejected.out_of_range);
 		block_fail(b, -ERANGE);
 		return;
 	}

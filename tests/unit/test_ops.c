@@ -116,9 +116,9 @@ static void test_checks_before_the_handler(void **state)
 	(void)state;
 	struct fixture *f = fixture_new();
 	assert_int_equal(call(f, KVT_OP_PING, NULL, 0), -ENOTCONN);
-	assert_int_equal(dp_stat(f, &f->dp.stats.rejected_no_hello), 1);
+	assert_int_equal(dp_stat(f, &f->dp.stats.rejected.no_hello), 1);
 	assert_int_equal(call(f, 99, NULL, 0), -EOPNOTSUPP);
-	assert_int_equal(dp_stat(f, &f->dp.stats.rejected_unknown_op), 1);
+	assert_int_equal(dp_stat(f, &f->dp.stats.rejected.unknown_op), 1);
 	assert_int_equal(hello(f, KVT_ROLE_SCHEDULER, "m"), 0);
 	struct reply_hello hr;
 	assert_int_equal(reply_decode_hello(f->reply, f->reply_len, &hr), 0);
@@ -129,7 +129,7 @@ static void test_checks_before_the_handler(void **state)
 	struct frame_register reg = {.kind = KVT_BUFFER_SHM, .size = BLOCK};
 	size_t n = frame_encode_register(p, &reg);
 	assert_int_equal(call(f, KVT_OP_REGISTER, p, (uint32_t)n), -EPERM); /* a scheduler */
-	assert_int_equal(dp_stat(f, &f->dp.stats.rejected_role), 1);
+	assert_int_equal(dp_stat(f, &f->dp.stats.rejected.role), 1);
 	assert_int_equal(call(f, KVT_OP_PING, (const uint8_t *)"x", 1), -EBADMSG);
 	assert_int_equal(call(f, KVT_OP_PING, NULL, 0), 0);
 	fixture_free(f);
@@ -184,7 +184,7 @@ static void test_store_then_load_byte_exact(void **state)
 	assert_int_equal(b[0].status, 0);
 	assert_int_equal(b[1].status, -ERANGE); /* past the buffer's end */
 	assert_int_equal(dp_stat(f, &f->dp.stats.blocks_stored), 1);
-	assert_int_equal(dp_stat(f, &f->dp.stats.rejected_out_of_range), 1);
+	assert_int_equal(dp_stat(f, &f->dp.stats.rejected.out_of_range), 1);
 
 	memset(staging, 0, 2 * BLOCK);
 	b[1] = (struct kvt_block){.key = test_key(3), .offset = BLOCK, .length = BLOCK};
