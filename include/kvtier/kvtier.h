@@ -13,6 +13,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * Marks the public API: libkvtier is built with -fvisibility=hidden, so only
+ * what carries this (and src/client/libkvtier.map lists) is exported.
+ */
+#if defined(__GNUC__)
+#define KVT_API __attribute__((visibility("default")))
+#else
+#define KVT_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -22,7 +32,7 @@ extern "C" {
 #define KVT_VERSION_PATCH 0
 
 /* The library's version string, e.g. "0.1.0". */
-const char *kvt_version(void);
+KVT_API const char *kvt_version(void);
 
 /*
  * Errors of kvtier's own, beyond errno. They start far above any errno so a
@@ -39,7 +49,7 @@ enum kvt_errcode {
 };
 
 /* A message for an error code; takes err or -err. Never NULL. */
-const char *kvt_strerror(int err);
+KVT_API const char *kvt_strerror(int err);
 
 /*
  * Parses a size: plain bytes ("4096") or a number with a unit, binary
@@ -47,13 +57,13 @@ const char *kvt_strerror(int err);
  * ("64MiB", "64 MiB"). Returns 0, -EINVAL for a malformed string or unknown
  * unit, -ERANGE when the value does not fit in 64 bits.
  */
-int kvt_parse_size(const char *text, uint64_t *bytes);
+KVT_API int kvt_parse_size(const char *text, uint64_t *bytes);
 
 /*
  * Writes bytes as the largest binary unit that divides it exactly
  * ("1 GiB", "1536 KiB", "4097 B"). Returns the length snprintf would.
  */
-int kvt_format_size(uint64_t bytes, char *buf, size_t buflen);
+KVT_API int kvt_format_size(uint64_t bytes, char *buf, size_t buflen);
 
 /* A block key: an opaque 16-byte digest. */
 #define KVT_KEY_BYTES 16
@@ -70,7 +80,7 @@ struct kvt_key {
  * hashed as little-endian int32; the key is XXH3's canonical (big-endian)
  * form of the 128-bit digest. parent may be NULL for the first block.
  */
-void kvt_key_chain_next(const struct kvt_key *parent, const int32_t *tokens,
+KVT_API void kvt_key_chain_next(const struct kvt_key *parent, const int32_t *tokens,
 			size_t ntokens, struct kvt_key *out);
 
 /*
@@ -78,7 +88,7 @@ void kvt_key_chain_next(const struct kvt_key *parent, const int32_t *tokens,
  * at most max_keys of them. Returns the number written, or -EINVAL when
  * block_tokens is 0. A trailing partial block gets no key.
  */
-int kvt_key_chain(const int32_t *tokens, size_t ntokens, size_t block_tokens,
+KVT_API int kvt_key_chain(const int32_t *tokens, size_t ntokens, size_t block_tokens,
 		  struct kvt_key *keys, size_t max_keys);
 
 /* ------------------------------------------------------------------------
@@ -107,20 +117,20 @@ struct kvt_client_options {
  * -ENOENT when no daemon listens, -KVT_ENSCONFLICT when the namespace exists
  * with another block size or TP size, -EINVAL for bad options.
  */
-int kvt_client_open(const struct kvt_client_options *opts, struct kvt_client **out);
+KVT_API int kvt_client_open(const struct kvt_client_options *opts, struct kvt_client **out);
 /* Closes every lane; the daemon releases the client's buffers and leases. */
-void kvt_client_close(struct kvt_client *c);
-unsigned kvt_client_lanes(const struct kvt_client *c);
+KVT_API void kvt_client_close(struct kvt_client *c);
+KVT_API unsigned kvt_client_lanes(const struct kvt_client *c);
 
 /*
  * Registers a memfd of at least size bytes as a staging buffer; *index names
  * it in requests. The daemon seals it against shrinking. The fd stays the
  * caller's to close.
  */
-int kvt_buffer_register(struct kvt_client *c, int fd, uint64_t size, uint32_t *index);
+KVT_API int kvt_buffer_register(struct kvt_client *c, int fd, uint64_t size, uint32_t *index);
 /* Creates, maps and registers a size-byte buffer; munmap(*addr, size) frees it. */
-int kvt_buffer_create(struct kvt_client *c, uint64_t size, void **addr, uint32_t *index);
-int kvt_buffer_unregister(struct kvt_client *c, uint32_t index);
+KVT_API int kvt_buffer_create(struct kvt_client *c, uint64_t size, void **addr, uint32_t *index);
+KVT_API int kvt_buffer_unregister(struct kvt_client *c, uint32_t index);
 
 /* ------------------------------------------------------------------------
  * GPU staging buffers and the KV-cache kernels. They need a CUDA build and a
@@ -149,17 +159,17 @@ struct kvt_gpu_buffer {
  * them. -KVT_ENOCUDA when this process or the daemon has no CUDA; -ENODEV
  * when the daemon does not see the device (match NVIDIA_VISIBLE_DEVICES).
  */
-int kvt_gpu_buffer_create(struct kvt_client *c, int device, uint64_t size, int kind,
+KVT_API int kvt_gpu_buffer_create(struct kvt_client *c, int device, uint64_t size, int kind,
 			  struct kvt_gpu_buffer *out);
 /* Unregisters (when c is not NULL) and frees b; the daemon closes its mapping. */
-int kvt_gpu_buffer_destroy(struct kvt_client *c, struct kvt_gpu_buffer *b);
+KVT_API int kvt_gpu_buffer_destroy(struct kvt_client *c, struct kvt_gpu_buffer *b);
 /*
  * Registers size bytes at ptr inside memory the caller got from cudaMalloc
  * (legacy CUDA IPC: the daemon opens the allocation's handle once and
  * shares the mapping between registrations). Unregister with
  * kvt_buffer_unregister before freeing the memory.
  */
-int kvt_buffer_register_cuda_ipc(struct kvt_client *c, void *ptr, uint64_t size, uint32_t *index);
+KVT_API int kvt_buffer_register_cuda_ipc(struct kvt_client *c, void *ptr, uint64_t size, uint32_t *index);
 
 /*
  * Where KV blocks live in a paged cache, per layer. A block in staging is
@@ -181,7 +191,7 @@ struct kvt_kv_layout {
 };
 
 /* Bytes of one block in staging: num_layers * planes * chunk_bytes. */
-uint64_t kvt_kv_block_bytes(const struct kvt_kv_layout *layout);
+KVT_API uint64_t kvt_kv_block_bytes(const struct kvt_kv_layout *layout);
 /*
  * Scatter nblocks blocks from staging (back to back, kvt_kv_block_bytes
  * each) into the cache at block_ids (device memory, nblocks int32), or
@@ -190,9 +200,9 @@ uint64_t kvt_kv_block_bytes(const struct kvt_kv_layout *layout);
  * its block (restore: a block that did not arrive). -EINVAL for a bad
  * layout.
  */
-int kvt_kv_restore(const struct kvt_kv_layout *layout, const void *staging,
+KVT_API int kvt_kv_restore(const struct kvt_kv_layout *layout, const void *staging,
 		   const int32_t *block_ids, uint32_t nblocks, void *stream);
-int kvt_kv_gather(const struct kvt_kv_layout *layout, void *staging, const int32_t *block_ids,
+KVT_API int kvt_kv_gather(const struct kvt_kv_layout *layout, void *staging, const int32_t *block_ids,
 		  uint32_t nblocks, void *stream);
 
 /* One block of a STORE or LOAD. */
@@ -223,11 +233,11 @@ struct kvt_completion {
  * max_inflight requests outstanding (poll first), -E2BIG past the protocol's
  * counts. blocks, lookups and their arrays must stay valid until completion.
  */
-int kvt_submit_store(struct kvt_client *c, unsigned lane, uint32_t buffer,
+KVT_API int kvt_submit_store(struct kvt_client *c, unsigned lane, uint32_t buffer,
 		     struct kvt_block *blocks, uint32_t nblocks, uint64_t *id);
-int kvt_submit_load(struct kvt_client *c, unsigned lane, uint32_t buffer,
+KVT_API int kvt_submit_load(struct kvt_client *c, unsigned lane, uint32_t buffer,
 		    struct kvt_block *blocks, uint32_t nblocks, uint64_t *id);
-int kvt_submit_lookup(struct kvt_client *c, unsigned lane, struct kvt_lookup *lookup,
+KVT_API int kvt_submit_lookup(struct kvt_client *c, unsigned lane, struct kvt_lookup *lookup,
 		      uint64_t *id);
 
 /*
@@ -235,17 +245,17 @@ int kvt_submit_lookup(struct kvt_client *c, unsigned lane, struct kvt_lookup *lo
  * 0: not at all) for the first. Returns how many, or a negative error when
  * the connection failed (every outstanding request then completes with it).
  */
-int kvt_poll(struct kvt_client *c, unsigned lane, struct kvt_completion *out, unsigned max,
+KVT_API int kvt_poll(struct kvt_client *c, unsigned lane, struct kvt_completion *out, unsigned max,
 	     int timeout_ms);
 /* Waits for request id of a lane and returns its status; it is not polled again. */
-int kvt_wait(struct kvt_client *c, unsigned lane, uint64_t id, int timeout_ms);
+KVT_API int kvt_wait(struct kvt_client *c, unsigned lane, uint64_t id, int timeout_ms);
 
 /* Blocking forms on lane 0. */
-int kvt_store(struct kvt_client *c, uint32_t buffer, struct kvt_block *blocks, uint32_t n);
-int kvt_load(struct kvt_client *c, uint32_t buffer, struct kvt_block *blocks, uint32_t n);
-int kvt_lookup(struct kvt_client *c, struct kvt_lookup *lookup);
-int kvt_release(struct kvt_client *c, uint64_t lease_id);
-int kvt_ping(struct kvt_client *c);
+KVT_API int kvt_store(struct kvt_client *c, uint32_t buffer, struct kvt_block *blocks, uint32_t n);
+KVT_API int kvt_load(struct kvt_client *c, uint32_t buffer, struct kvt_block *blocks, uint32_t n);
+KVT_API int kvt_lookup(struct kvt_client *c, struct kvt_lookup *lookup);
+KVT_API int kvt_release(struct kvt_client *c, uint64_t lease_id);
+KVT_API int kvt_ping(struct kvt_client *c);
 
 #ifdef __cplusplus
 }

@@ -88,38 +88,38 @@ struct kvt_pipeline_stats {
  * starts the progress thread. -EINVAL for bad options, -KVT_ENOCUDA for GPU
  * mode without CUDA, or what kvt_client_open returns.
  */
-int kvt_pipeline_open(const struct kvt_pipeline_options *o, struct kvt_pipeline **out);
+KVT_API int kvt_pipeline_open(const struct kvt_pipeline_options *o, struct kvt_pipeline **out);
 /* Drains (waits for every request), stops and frees everything. */
-void kvt_pipeline_close(struct kvt_pipeline *p);
+KVT_API void kvt_pipeline_close(struct kvt_pipeline *p);
 /*
  * The pipeline's client, for lookups and leases on lane 0, which is the
  * caller's alone (the pool's buffers have lanes 1..depth); one thread at a
  * time, as for any lane.
  */
-struct kvt_client *kvt_pipeline_client(struct kvt_pipeline *p);
+KVT_API struct kvt_client *kvt_pipeline_client(struct kvt_pipeline *p);
 
 /*
  * Queues a request; keys and block ids are copied. -EINVAL for an empty or
  * oversized request, -EEXIST when req_id is already unfinished in that
  * direction, -ENOMEM.
  */
-int kvt_pipeline_submit_load(struct kvt_pipeline *p, const struct kvt_transfer *t);
-int kvt_pipeline_submit_store(struct kvt_pipeline *p, const struct kvt_transfer *t);
+KVT_API int kvt_pipeline_submit_load(struct kvt_pipeline *p, const struct kvt_transfer *t);
+KVT_API int kvt_pipeline_submit_store(struct kvt_pipeline *p, const struct kvt_transfer *t);
 
 /* Finished loads (load 1) or stores (load 0), at most max, oldest first. */
-int kvt_pipeline_finished(struct kvt_pipeline *p, int load, struct kvt_pipeline_result *out,
+KVT_API int kvt_pipeline_finished(struct kvt_pipeline *p, int load, struct kvt_pipeline_result *out,
 			  unsigned max);
 /*
  * Waits until a finished load (load 1) or store (0) waits to be collected,
  * up to timeout_ms (-1: forever). 0, or -ETIMEDOUT.
  */
-int kvt_pipeline_wait_finished(struct kvt_pipeline *p, int load, int timeout_ms);
+KVT_API int kvt_pipeline_wait_finished(struct kvt_pipeline *p, int load, int timeout_ms);
 /*
  * Waits until every submitted request has finished, up to timeout_ms (-1:
  * forever). 0, or -ETIMEDOUT.
  */
-int kvt_pipeline_drain(struct kvt_pipeline *p, int timeout_ms);
-void kvt_pipeline_stats(struct kvt_pipeline *p, struct kvt_pipeline_stats *out);
+KVT_API int kvt_pipeline_drain(struct kvt_pipeline *p, int timeout_ms);
+KVT_API void kvt_pipeline_stats(struct kvt_pipeline *p, struct kvt_pipeline_stats *out);
 
 #ifdef __cplusplus
 }

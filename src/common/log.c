@@ -66,3 +66,12 @@ void kvt_log(enum kvt_log_level level, const char *fmt, ...)
 	line[n++] = '\n';
 	fwrite(line, 1, (size_t)n, stderr);
 }
+
+int kvt_fail(char *why, size_t whylen, int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, whylen, fmt, ap);
+	va_end(ap);
+	return err;
+}

@@ -5,6 +5,8 @@
 #ifndef KVT_LOG_H
 #define KVT_LOG_H
 
+#include <stddef.h>
+
 enum kvt_log_level {
 	KVT_LOG_ERROR,
 	KVT_LOG_WARN,
@@ -21,6 +23,14 @@ enum kvt_log_level kvt_log_get_level(void);
 
 void kvt_log(enum kvt_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/*
+ * The daemon's one way to say why a call failed: writes the message into
+ * why (whylen bytes) and returns err, so a caller writes
+ * `return kvt_fail(why, whylen, -EINVAL, "...", ...)`.
+ */
+int kvt_fail(char *why, size_t whylen, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 #define log_error(...) kvt_log(KVT_LOG_ERROR, __VA_ARGS__)
 #define log_warn(...)  kvt_log(KVT_LOG_WARN, __VA_ARGS__)

@@ -8,8 +8,8 @@
  * slot records an opaque owner pointer so the caller can reclaim a region.
  * Not thread-safe: one owner thread.
  */
-#ifndef KVT_ARENA_H
-#define KVT_ARENA_H
+#ifndef KVTD_ARENA_H
+#define KVTD_ARENA_H
 
 #include <stdbool.h>
 #include <stddef.h>

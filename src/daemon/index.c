@@ -35,19 +35,19 @@ void index_destroy(struct index *ix)
 	memset(ix, 0, sizeof(*ix));
 }
 
-uint64_t index_hash(const struct index *ix, uint64_t ns_id, const struct kvt_key *key)
+uint64_t index_hash(const struct index *ix, uint64_t ns_tag, const struct kvt_key *key)
 {
-	uint8_t buf[sizeof(ns_id) + KVT_KEY_BYTES];
-	memcpy(buf, &ns_id, sizeof(ns_id));
-	memcpy(buf + sizeof(ns_id), key->bytes, KVT_KEY_BYTES);
+	uint8_t buf[sizeof(ns_tag) + KVT_KEY_BYTES];
+	memcpy(buf, &ns_tag, sizeof(ns_tag));
+	memcpy(buf + sizeof(ns_tag), key->bytes, KVT_KEY_BYTES);
 	return XXH3_64bits_withSeed(buf, sizeof(buf), ix->seed);
 }
 
-struct index_entry *index_find(const struct index *ix, uint64_t ns_id,
+struct index_entry *index_find(const struct index *ix, uint64_t ns_tag,
 			       const struct kvt_key *key, uint64_t hash)
 {
 	for (struct index_entry *e = ix->buckets[hash & ix->mask]; e; e = e->next)
-		if (e->hash == hash && e->ns_id == ns_id &&
+		if (e->hash == hash && e->ns_tag == ns_tag &&
 		    memcmp(e->key.bytes, key->bytes, KVT_KEY_BYTES) == 0)
 			return e;
 	return NULL;

@@ -5,8 +5,8 @@
  * clients that choose their own key bytes cannot aim collisions at a bucket.
  * Doubles when the load passes 1.5 entries per bucket. One owner thread.
  */
-#ifndef KVT_INDEX_H
-#define KVT_INDEX_H
+#ifndef KVTD_INDEX_H
+#define KVTD_INDEX_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -16,7 +16,7 @@
 struct index_entry {
 	struct index_entry *next;
 	uint64_t hash;
-	uint64_t ns_id;
+	uint64_t ns_tag;           /* names the namespace for the engine: L1 its id, L2 its digest */
 	struct kvt_key key;
 };
 
@@ -30,12 +30,12 @@ struct index {
 int index_init(struct index *ix, uint64_t initial_buckets);
 void index_destroy(struct index *ix);
 
-/* The hash of (ns_id, key), for index_find and an entry's hash field. */
-uint64_t index_hash(const struct index *ix, uint64_t ns_id, const struct kvt_key *key);
+/* The hash of (ns_tag, key), for index_find and an entry's hash field. */
+uint64_t index_hash(const struct index *ix, uint64_t ns_tag, const struct kvt_key *key);
 
-struct index_entry *index_find(const struct index *ix, uint64_t ns_id,
+struct index_entry *index_find(const struct index *ix, uint64_t ns_tag,
 			       const struct kvt_key *key, uint64_t hash);
-/* Inserts e (hash, ns_id and key set; not already present). */
+/* Inserts e (hash, ns_tag and key set; not already present). */
 void index_insert(struct index *ix, struct index_entry *e);
 void index_remove(struct index *ix, struct index_entry *e);
 

@@ -183,7 +183,7 @@ static struct l1_item *item_create(struct l1 *l1, const struct kvt_ns *ns,
 	if (!it)
 		return NULL;
 	it->entry.hash = hash;
-	it->entry.ns_id = ns->id;
+	it->entry.ns_tag = ns->id;
 	it->entry.key = *key;
 	it->ns = ns;
 	it->nparts = ns->tp_size;
@@ -719,8 +719,8 @@ void l1_stats_visit(const struct l1 *l1, stat_visit_fn fn, void *ctx)
 static int verify_item(const struct l1 *l1, const struct l1_item *it,
 		       uint64_t *slot_bytes, const char **what)
 {
-	uint64_t hash = index_hash(&l1->index, it->entry.ns_id, &it->entry.key);
-	VERIFY(index_find(&l1->index, it->entry.ns_id, &it->entry.key, hash) ==
+	uint64_t hash = index_hash(&l1->index, it->entry.ns_tag, &it->entry.key);
+	VERIFY(index_find(&l1->index, it->entry.ns_tag, &it->entry.key, hash) ==
 		       &it->entry, "an item is not findable under its key");
 	uint16_t stored = 0;
 	for (uint16_t r = 0; r < it->nparts; r++) {

@@ -11,8 +11,8 @@
  * A lower tier (L2) plugs in with struct l1_lower_tier: it receives complete
  * victims before their slots are freed, and answers for keys L1 misses.
  */
-#ifndef KVT_L1_H
-#define KVT_L1_H
+#ifndef KVTD_L1_H
+#define KVTD_L1_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -108,7 +108,7 @@ static struct l2_ns_usage *usage_find(const struct l2 *l2, uint64_t digest)
 /* Links a new item as its namespace's newest; false without memory. */
 static bool usage_add(struct l2 *l2, struct l2_item *it)
 {
-	uint64_t digest = it->entry.ns_id;
+	uint64_t digest = it->entry.ns_tag;
 	struct l2_ns_usage *u = usage_find(l2, digest);
 	if (!u) {
 		if (!(u = calloc(1, sizeof(*u))))
@@ -170,7 +170,7 @@ static struct l2_item *item_new(struct l2 *l2, uint64_t digest, const struct kvt
 	if (!it)
 		return NULL;
 	it->nparts = nparts;
-	it->entry.ns_id = digest;
+	it->entry.ns_tag = digest;
 	it->entry.key = *key;
 	it->entry.hash = index_hash(&l2->index, digest, key);
 	if (!usage_add(l2, it)) {
@@ -838,7 +838,7 @@ static void invalidate_part(struct l2 *l2, const struct l2_part *p)
 		return;
 	}
 	struct l2fmt_record rec = {
-		.region_seq = r->seq, .ns_digest = it->entry.ns_id, .key = it->entry.key,
+		.region_seq = r->seq, .ns_digest = it->entry.ns_tag, .key = it->entry.key,
 		.rank = (uint16_t)(p - it->parts), .tp_size = it->nparts, .length = p->length,
 		.flags = L2FMT_RECORD_DROPPED, .data_checksum = p->checksum,
 	};
@@ -1008,17 +1008,6 @@ void l2_start(struct l2 *l2)
 
 /* --- open and close --- */
 
-static int fail(char *why, size_t whylen, int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int fail(char *why, size_t whylen, int err, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, whylen, fmt, ap);
-	va_end(ap);
-	return err;
-}
-
 static uint64_t auto_region_size(uint64_t size)
 {
 	uint64_t r = l2fmt_align(size / 32) & ~(L2_MIN_REGION - 1);
@@ -1031,7 +1020,7 @@ static int open_ring(struct l2 *l2, char *why, size_t whylen)
 {
 	int err = io_uring_queue_init(l2->queue_depth, &l2->ring, 0);
 	if (err)
-		return fail(why, whylen, err,
+		return kvt_fail(why, whylen, err,
 			    "io_uring_setup: %s (io_uring is blocked by a seccomp profile, "
 			    "disabled by the kernel.io_uring_disabled sysctl, or the kernel is "
 			    "older than 5.6); run without l2-path to use L1 only",
@@ -1039,9 +1028,9 @@ static int open_ring(struct l2 *l2, char *why, size_t whylen)
 	l2->ring_open = true;
 	l2->eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (l2->eventfd < 0)
-		return fail(why, whylen, -errno, "eventfd: %s", strerror(errno));
+		return kvt_fail(why, whylen, -errno, "eventfd: %s", strerror(errno));
 	if ((err = io_uring_register_eventfd(&l2->ring, l2->eventfd)))
-		return fail(why, whylen, err, "io_uring_register_eventfd: %s", strerror(-err));
+		return kvt_fail(why, whylen, err, "io_uring_register_eventfd: %s", strerror(-err));
 	l2->fixed_file = io_uring_register_files(&l2->ring, &l2->fd, 1) == 0;
 	return 0;
 }
@@ -1094,11 +1083,11 @@ static int l2_setup(struct l2 *l2, const struct l2_config *cfg, uint64_t size, c
 {
 	l2->region_size = cfg->region_size ? cfg->region_size : auto_region_size(size);
 	if (l2->region_size % L2FMT_BLOCK || l2->region_size > L2_MAX_FIXED)
-		return fail(why, whylen, -EINVAL,
+		return kvt_fail(why, whylen, -EINVAL,
 			    "l2-region-size: must be a multiple of 4 KiB and at most 1 GiB");
 	uint64_t nregions = size / l2->region_size;
 	if (nregions < 2 || nregions > UINT32_MAX)
-		return fail(why, whylen, -EINVAL,
+		return kvt_fail(why, whylen, -EINVAL,
 			    "l2-size: %s must hold at least 2 regions of %" PRIu64 " bytes",
 			    cfg->path, l2->region_size);
 	l2->nregions = (uint32_t)nregions;
@@ -1108,7 +1097,7 @@ static int l2_setup(struct l2 *l2, const struct l2_config *cfg, uint64_t size, c
 	if (!(l2->regions = calloc(l2->nregions, sizeof(*l2->regions))) || alloc_wbufs(l2) ||
 	    !(l2->usage = calloc(L2_USAGE_BUCKETS, sizeof(*l2->usage))) ||
 	    index_init(&l2->index, 1024))
-		return fail(why, whylen, -ENOMEM, "no memory for the L2 index and write buffers");
+		return kvt_fail(why, whylen, -ENOMEM, "no memory for the L2 index and write buffers");
 	for (uint32_t i = 0; i < l2->nregions; i++)
 		l2->regions[i].index = i;
 	register_buffers(l2);

@@ -21,6 +21,7 @@ struct loopcall {
 	bool closed;
 };
 
+/* 0, or -errno (eventfd, epoll). */
 int loopcall_open(struct loopcall *lc, struct loop *loop);
 /* Fails every call still waiting and every later one with -ESHUTDOWN. */
 void loopcall_shutdown(struct loopcall *lc);

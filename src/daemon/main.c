@@ -257,7 +257,7 @@ static int load_admin_token(struct kvtd *d, char *err, size_t errlen)
 	char buf[1024] = "";
 	if (!f || !fgets(buf, sizeof(buf), f)) {
 		snprintf(err, errlen, "admin-token-file %s: %s", path,
-			 f ? "empty" : strerror(errno));
+			 f ? "empty" : kvt_strerror(-errno));
 		if (f)
 			fclose(f);
 		return -EINVAL;
@@ -455,8 +455,9 @@ int main(int argc, char **argv)
 	}
 	if (open_dataplane(&d))
 		goto out;
-	if (loopcall_open(&d.calls, &d.loop)) {
-		log_error("control plane: cannot reach the event loop: %s", strerror(errno));
+	int err_calls = loopcall_open(&d.calls, &d.loop);
+	if (err_calls) {
+		log_error("control plane: cannot reach the event loop: %s", kvt_strerror(err_calls));
 		goto out;
 	}
 	d.calls_open = true;

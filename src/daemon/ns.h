@@ -4,8 +4,8 @@
  * first client that named them. Owns nothing of the tiers; a tier keeps its
  * own per-namespace state in the fields marked below.
  */
-#ifndef KVT_NS_H
-#define KVT_NS_H
+#ifndef KVTD_NS_H
+#define KVTD_NS_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -118,16 +118,6 @@ static const void *cfield(const struct kvtd_config *cfg, const struct option_def
 	return (const char *)cfg + o->offset;
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
 
 int kvtd_parse_listen(const char *text, char *host, size_t hostlen, uint16_t *port)
 {
@@ -172,29 +162,29 @@ static int set_from_text(struct kvtd_config *cfg, const struct option_def *o,
 		char host[256];
 		uint16_t port;
 		if (kvtd_parse_listen(text, host, sizeof(host), &port))
-			return fail(err, errlen, "%s: bad address '%s': use ADDR:PORT or [IPV6]:PORT",
+			return kvt_fail(err, errlen, -EINVAL, "%s: bad address '%s': use ADDR:PORT or [IPV6]:PORT",
 				    where, text);
 	}
 		/* fall through */
 	case OPT_STRING:
 	case OPT_PATH: {
 		if (*text == '\0')
-			return fail(err, errlen, "%s: must not be empty", where);
+			return kvt_fail(err, errlen, -EINVAL, "%s: must not be empty", where);
 		char *copy = strdup(text);
 		if (!copy)
-			return fail(err, errlen, "%s: out of memory", where);
+			return kvt_fail(err, errlen, -EINVAL, "%s: out of memory", where);
 		free(*(char **)f);
 		*(char **)f = copy;
 		return 0;
 	}
 	case OPT_SIZE: {
 		if (*text == '-')
-			return fail(err, errlen, "%s: a size cannot be negative ('%s')", where, text);
+			return kvt_fail(err, errlen, -EINVAL, "%s: a size cannot be negative ('%s')", where, text);
 		int rc = kvt_parse_size(text, &u);
 		if (rc == -ERANGE)
-			return fail(err, errlen, "%s: size '%s' is too large", where, text);
+			return kvt_fail(err, errlen, -EINVAL, "%s: size '%s' is too large", where, text);
 		if (rc)
-			return fail(err, errlen,
+			return kvt_fail(err, errlen, -EINVAL,
 				    "%s: bad size '%s': use bytes or a whole number with KiB, MiB, GiB, TiB, KB, MB, GB or TB",
 				    where, text);
 		goto bounds;
@@ -203,16 +193,16 @@ static int set_from_text(struct kvtd_config *cfg, const struct option_def *o,
 		errno = 0;
 		u = strtoull(text, &end, 10);
 		if (*text == '-')
-			return fail(err, errlen, "%s: '%s' is negative; give a whole number >= %" PRIu64,
+			return kvt_fail(err, errlen, -EINVAL, "%s: '%s' is negative; give a whole number >= %" PRIu64,
 				    where, text, o->min);
 		if (!*text || *end || errno)
-			return fail(err, errlen, "%s: '%s' is not a whole number", where, text);
+			return kvt_fail(err, errlen, -EINVAL, "%s: '%s' is not a whole number", where, text);
 		goto bounds;
 	case OPT_FRACTION: {
 		errno = 0;
 		double d = strtod(text, &end);
 		if (!*text || *end || errno || !(d > 0.0 && d <= 1.0))
-			return fail(err, errlen, "%s: '%s' is not a fraction in (0, 1]", where, text);
+			return kvt_fail(err, errlen, -EINVAL, "%s: '%s' is not a fraction in (0, 1]", where, text);
 		*(double *)f = d;
 		return 0;
 	}
@@ -222,19 +212,19 @@ static int set_from_text(struct kvtd_config *cfg, const struct option_def *o,
 		else if (strcmp(text, "false") == 0)
 			*(bool *)f = false;
 		else
-			return fail(err, errlen, "%s: '%s' is not true or false", where, text);
+			return kvt_fail(err, errlen, -EINVAL, "%s: '%s' is not true or false", where, text);
 		return 0;
 	case OPT_LOGLEVEL:
 		if (kvt_log_level_parse(text, (enum kvt_log_level *)f))
-			return fail(err, errlen,
+			return kvt_fail(err, errlen, -EINVAL,
 				    "%s: unknown level '%s': use error, warn, info or debug",
 				    where, text);
 		return 0;
 	}
-	return fail(err, errlen, "%s: unhandled option type", where);
+	return kvt_fail(err, errlen, -EINVAL, "%s: unhandled option type", where);
 bounds:
 	if (u < o->min || u > o->max)
-		return fail(err, errlen, "%s: %" PRIu64 " is outside %" PRIu64 "..%" PRIu64,
+		return kvt_fail(err, errlen, -EINVAL, "%s: %" PRIu64 " is outside %" PRIu64 "..%" PRIu64,
 			    where, u, o->min, o->max);
 	*(uint64_t *)f = u;
 	return 0;
@@ -301,17 +291,17 @@ static FILE *open_config(const char *path, char *err, size_t errlen)
 {
 	struct stat st;
 	if (stat(path, &st)) {
-		fail(err, errlen, "config file %s: %s", path, strerror(errno));
+		kvt_fail(err, errlen, -EINVAL, "config file %s: %s", path, strerror(errno));
 		return NULL;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		fail(err, errlen, "config file %s: is %s, not a file", path,
+		kvt_fail(err, errlen, -EINVAL, "config file %s: is %s, not a file", path,
 		     S_ISDIR(st.st_mode) ? "a directory" : "a special file");
 		return NULL;
 	}
 	FILE *f = fopen(path, "r");
 	if (!f)
-		fail(err, errlen, "config file %s: %s", path, strerror(errno));
+		kvt_fail(err, errlen, -EINVAL, "config file %s: %s", path, strerror(errno));
 	return f;
 }
 
@@ -324,11 +314,11 @@ static int load_file(struct kvtd_config *cfg, const char *path, char *err, size_
 	json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
 	fclose(f);
 	if (!root)
-		return fail(err, errlen, "config file %s: line %d column %d: %s", path,
+		return kvt_fail(err, errlen, -EINVAL, "config file %s: line %d column %d: %s", path,
 			    jerr.line, jerr.column, jerr.text);
 	int rc = 0;
 	if (!json_is_object(root)) {
-		rc = fail(err, errlen, "config file %s: the top level must be a JSON object", path);
+		rc = kvt_fail(err, errlen, -EINVAL, "config file %s: the top level must be a JSON object", path);
 		goto out;
 	}
 	const char *key;
@@ -338,17 +328,17 @@ static int load_file(struct kvtd_config *cfg, const char *path, char *err, size_
 		char where[512], text[4096];
 		snprintf(where, sizeof(where), "config file %s: key \"%s\"", path, key);
 		if (!o || o->offset == OFF(config_file)) {
-			rc = fail(err, errlen, "%s: unknown key (see kvtierd --help)", where);
+			rc = kvt_fail(err, errlen, -EINVAL, "%s: unknown key (see kvtierd --help)", where);
 			goto out;
 		}
 		int conv = json_to_text(value, o, text, sizeof(text));
 		if (conv == -ERANGE) {
-			rc = fail(err, errlen, "%s: %" JSON_INTEGER_FORMAT " is negative; expected %s",
+			rc = kvt_fail(err, errlen, -EINVAL, "%s: %" JSON_INTEGER_FORMAT " is negative; expected %s",
 				  where, json_integer_value(value), type_expected(o));
 			goto out;
 		}
 		if (conv) {
-			rc = fail(err, errlen, "%s: expected %s", where, type_expected(o));
+			rc = kvt_fail(err, errlen, -EINVAL, "%s: expected %s", where, type_expected(o));
 			goto out;
 		}
 		rc = set_from_text(cfg, o, text, where, err, errlen);
@@ -466,11 +456,11 @@ static int default_runtime_dir(struct kvtd_config *cfg)
 static int resolve_computed(struct kvtd_config *cfg, char *err, size_t errlen)
 {
 	if (!cfg->runtime_dir && default_runtime_dir(cfg))
-		return fail(err, errlen, "out of memory");
+		return kvt_fail(err, errlen, -EINVAL, "out of memory");
 	if (!cfg->socket_path) {
 		size_t n = strlen(cfg->runtime_dir) + sizeof("/kvtierd.sock");
 		if (!(cfg->socket_path = malloc(n)))
-			return fail(err, errlen, "out of memory");
+			return kvt_fail(err, errlen, -EINVAL, "out of memory");
 		snprintf(cfg->socket_path, n, "%s/kvtierd.sock", cfg->runtime_dir);
 	}
 	uint64_t mem = kvtd_memory_limit();
@@ -522,37 +512,37 @@ static int validate(const struct kvtd_config *cfg, char *err, size_t errlen)
 	if (cfg->l1_size > mem) {
 		about_size(cfg->l1_size, a, sizeof(a));
 		about_size(mem, b, sizeof(b));
-		return fail(err, errlen, "l1-size: %s is more than the %s of memory this process may "
+		return kvt_fail(err, errlen, -EINVAL, "l1-size: %s is more than the %s of memory this process may "
 			    "use (physical memory or its cgroup's limit)", a, b);
 	}
 	if (cfg->l1_region_size % 4096)
-		return fail(err, errlen, "l1-region-size: must be a multiple of 4 KiB");
+		return kvt_fail(err, errlen, -EINVAL, "l1-region-size: must be a multiple of 4 KiB");
 	if (cfg->l1_region_size > cfg->l1_size) {
 		kvt_format_size(cfg->l1_region_size, a, sizeof(a));
 		kvt_format_size(cfg->l1_size, b, sizeof(b));
-		return fail(err, errlen, "l1-region-size: %s is larger than l1-size %s", a, b);
+		return kvt_fail(err, errlen, -EINVAL, "l1-region-size: %s is larger than l1-size %s", a, b);
 	}
 	switch (kvtd_check_rules(cfg->l1_high_watermark, cfg->l1_low_watermark,
 				 cfg->lease_default_ms, cfg->lease_max_ms)) {
 	case KVTD_RULE_WATERMARK_ORDER:
-		return fail(err, errlen,
+		return kvt_fail(err, errlen, -EINVAL,
 			    "l1-low-watermark: %.3g must be below l1-high-watermark %.3g",
 			    cfg->l1_low_watermark, cfg->l1_high_watermark);
 	case KVTD_RULE_LEASE_ORDER:
-		return fail(err, errlen,
+		return kvt_fail(err, errlen, -EINVAL,
 			    "lease-default-ms: %" PRIu64 " must not be longer than lease-max-ms %" PRIu64,
 			    cfg->lease_default_ms, cfg->lease_max_ms);
 	case KVTD_RULES_HOLD:
 		break;
 	}
 	if (cfg->l2_size && !cfg->l2_path)
-		return fail(err, errlen, "l2-size: given without l2-path");
+		return kvt_fail(err, errlen, -EINVAL, "l2-size: given without l2-path");
 	if (cfg->l2_region_size % 4096)
-		return fail(err, errlen, "l2-region-size: must be a multiple of 4 KiB");
+		return kvt_fail(err, errlen, -EINVAL, "l2-region-size: must be a multiple of 4 KiB");
 	if (cfg->l2_region_size && !cfg->l2_path)
-		return fail(err, errlen, "l2-region-size: given without l2-path");
+		return kvt_fail(err, errlen, -EINVAL, "l2-region-size: given without l2-path");
 	if (strlen(cfg->socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-		return fail(err, errlen, "socket: path '%s' is longer than %zu bytes",
+		return kvt_fail(err, errlen, -EINVAL, "socket: path '%s' is longer than %zu bytes",
 			    cfg->socket_path, sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 	return 0;
 }
@@ -617,7 +607,7 @@ static int scan_flags(int argc, char **argv, struct pending_flag *flags, size_t 
 			*action = KVTD_VERSION;
 		else if (c == '?' || c == ':') {
 			const char *bad = argv[optind - 1];
-			return fail(err, errlen, "%s: %s (see --help)", bad,
+			return kvt_fail(err, errlen, -EINVAL, "%s: %s (see --help)", bad,
 				    c == ':' ? "missing argument" : "unknown option");
 		} else if (c >= 0 && c < (int)NOPTIONS)
 			o = &options[c];
@@ -627,7 +617,7 @@ static int scan_flags(int argc, char **argv, struct pending_flag *flags, size_t 
 			flags[(*nflags)++] = (struct pending_flag){o, optarg ? optarg : "true"};
 	}
 	if (optind < argc)
-		return fail(err, errlen, "%s: unexpected argument (see --help)", argv[optind]);
+		return kvt_fail(err, errlen, -EINVAL, "%s: unexpected argument (see --help)", argv[optind]);
 	return 0;
 }
 
@@ -638,7 +628,7 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv,
 	size_t nflags = 0;
 	int rc = -EINVAL;
 	if (!flags)
-		return fail(err, errlen, "out of memory");
+		return kvt_fail(err, errlen, -EINVAL, "out of memory");
 	if (set_defaults(cfg, err, errlen))
 		goto out;
 	if (scan_flags(argc, argv, flags, &nflags, action, err, errlen))

@@ -12,6 +12,12 @@ sed -n 's/^[[:space:]]*\(kvt_[a-z0-9_]*\);$/\1/p' "$SRC/src/client/libkvtier.map
 diff=$(comm -3 "$TMP/exported" "$TMP/mapped" | tr -d '\t' | tr '\n' ' ')
 check "exported symbols are the map's${diff:+ (differ: $diff)}" test -z "$diff"
 while read -r sym; do
-	check "$sym is declared in include/kvtier/" grep -q "[ *]$sym(" "$SRC"/include/kvtier/*.h
+	check "$sym is declared KVT_API in include/kvtier/" \
+		grep -q "^KVT_API .*[ *]$sym(" "$SRC"/include/kvtier/*.h
 done <"$TMP/mapped"
+# And every KVT_API declaration is in the map: nothing public is left out.
+grep -ho '^KVT_API [^(]*(' "$SRC"/include/kvtier/*.h | grep -o 'kvt_[a-z0-9_]*($' | tr -d '(' |
+	sort -u >"$TMP/marked"
+diff=$(comm -3 "$TMP/marked" "$TMP/mapped" | tr -d '\t' | tr '\n' ' ')
+check "the KVT_API declarations are the map's${diff:+ (differ: $diff)}" test -z "$diff"
 finish

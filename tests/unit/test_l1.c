@@ -618,7 +618,7 @@ L1_TEST(test_random_fill_invariants)
 				if (memcmp(k.bytes, ((const struct index_entry *)h->item)->key.bytes, 16) == 0)
 					break;
 			}
-			uint64_t nsid = ((const struct index_entry *)h->item)->ns_id;
+			uint64_t nsid = ((const struct index_entry *)h->item)->ns_tag;
 			assert_true(test_check(h->data, h->length, hid * 64 + h->rank + nsid * 4096));
 		}
 		if (step % 100 == 0) {
