@@ -198,27 +198,20 @@ void dp_close(struct dp *dp)
 
 /* --- counters --- */
 
-#define STAT_SNAP struct dp_totals_snapshot
+#define STAT_LIVE struct dp_stats
 static const struct stat_def total_defs[] = {DP_TOTALS(STAT_DEF)};
-#undef STAT_SNAP
-#define STAT_SNAP struct dp_rejects_snapshot
+#undef STAT_LIVE
+#define STAT_LIVE struct dp_rejects
 static const struct stat_def reject_defs[] = {DP_REJECTS(STAT_DEF)};
-#undef STAT_SNAP
+#undef STAT_LIVE
 
 void dp_totals_visit(const struct dp_stats *st, stat_visit_fn fn, void *ctx)
 {
-	struct dp_totals_snapshot s;
-#define DP_COPY(name, kind, metric, labels, help) s.name = STATS_GET(st, name);
-	DP_TOTALS(DP_COPY)
-#undef DP_COPY
-	stats_visit(total_defs, sizeof(total_defs) / sizeof(total_defs[0]), &s, fn, ctx);
+	stats_visit(total_defs, sizeof(total_defs) / sizeof(total_defs[0]), st, fn, ctx);
 }
 
 void dp_rejects_visit(const struct dp_stats *st, stat_visit_fn fn, void *ctx)
 {
-	struct dp_rejects_snapshot s;
-#define DP_COPY(name, kind, metric, labels, help) s.name = STATS_GET(&st->rejected, name);
-	DP_REJECTS(DP_COPY)
-#undef DP_COPY
-	stats_visit(reject_defs, sizeof(reject_defs) / sizeof(reject_defs[0]), &s, fn, ctx);
+	stats_visit(reject_defs, sizeof(reject_defs) / sizeof(reject_defs[0]), &st->rejected, fn,
+		    ctx);
 }

@@ -117,14 +117,6 @@ struct dp_stats {
 	DP_TOTALS(STAT_LIVE_FIELD)
 };
 
-struct dp_totals_snapshot {
-	DP_TOTALS(STAT_SNAP_FIELD)
-};
-
-struct dp_rejects_snapshot {
-	DP_REJECTS(STAT_SNAP_FIELD)
-};
-
 /* Calls fn with each stat of DP_TOTALS, or of DP_REJECTS, and its value now (any thread). */
 void dp_totals_visit(const struct dp_stats *st, stat_visit_fn fn, void *ctx);
 void dp_rejects_visit(const struct dp_stats *st, stat_visit_fn fn, void *ctx);

@@ -17,17 +17,14 @@ struct gpu_stats gpu_stats;
 #define STAT_INC(f) STATS_ADD(&gpu_stats, f, 1)
 #define STAT_DEC(f) STATS_ADD(&gpu_stats, f, -(uint64_t)1)
 
-#define STAT_SNAP struct gpu_stats_snapshot
+#define STAT_LIVE struct gpu_stats
 static const struct stat_def gpu_stat_defs[] = {GPU_STATS(STAT_DEF)};
-#undef STAT_SNAP
+#undef STAT_LIVE
 
 void gpu_stats_visit(stat_visit_fn fn, void *ctx)
 {
-	struct gpu_stats_snapshot s;
-#define GPU_COPY(name, kind, metric, labels, help) s.name = STATS_GET(&gpu_stats, name);
-	GPU_STATS(GPU_COPY)
-#undef GPU_COPY
-	stats_visit(gpu_stat_defs, sizeof(gpu_stat_defs) / sizeof(gpu_stat_defs[0]), &s, fn, ctx);
+	stats_visit(gpu_stat_defs, sizeof(gpu_stat_defs) / sizeof(gpu_stat_defs[0]), &gpu_stats, fn,
+		    ctx);
 }
 
 bool gpu_built_in(void)

@@ -91,9 +91,6 @@ struct gpu_stats {
 	GPU_STATS(STAT_LIVE_FIELD)
 	_Atomic uint64_t l1_pin_us;     /* how long pinning took (/v1/stats: l1_pin_seconds) */
 };
-struct gpu_stats_snapshot {
-	GPU_STATS(STAT_SNAP_FIELD)
-};
 /* Calls fn with each stat of GPU_STATS and its value now (any thread). */
 void gpu_stats_visit(stat_visit_fn fn, void *ctx);
 extern struct gpu_stats gpu_stats;

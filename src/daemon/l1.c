@@ -692,20 +692,18 @@ int l1_lookup(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *keys
 
 void l1_stats_read(const struct l1 *l1, struct l1_stats_snapshot *out)
 {
-#define L1_SNAP_COPY(name, kind, metric, labels, help) out->name = STAT_GET(l1, name);
-	L1_STATS(L1_SNAP_COPY)
-#undef L1_SNAP_COPY
+	_Static_assert(sizeof(*out) == sizeof(l1->stats), "the snapshot mirrors the stats");
+	stats_copy(&l1->stats, out, sizeof(*out));
 }
 
-#define STAT_SNAP struct l1_stats_snapshot
+#define STAT_LIVE struct l1_stats
 static const struct stat_def l1_stat_defs[] = {L1_STATS(STAT_DEF)};
-#undef STAT_SNAP
+#undef STAT_LIVE
 
 void l1_stats_visit(const struct l1 *l1, stat_visit_fn fn, void *ctx)
 {
-	struct l1_stats_snapshot s;
-	l1_stats_read(l1, &s);
-	stats_visit(l1_stat_defs, sizeof(l1_stat_defs) / sizeof(l1_stat_defs[0]), &s, fn, ctx);
+	stats_visit(l1_stat_defs, sizeof(l1_stat_defs) / sizeof(l1_stat_defs[0]), &l1->stats, fn,
+		    ctx);
 }
 
 #define VERIFY(cond, msg)          \

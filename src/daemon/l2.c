@@ -882,20 +882,18 @@ uint64_t l2_evict(struct l2 *l2, uint64_t bytes)
 
 void l2_stats_read(const struct l2 *l2, struct l2_stats_snapshot *out)
 {
-#define L2_COPY(name, kind, metric, labels, help) out->name = STAT_GET(l2, name);
-	L2_STATS(L2_COPY)
-#undef L2_COPY
+	_Static_assert(sizeof(*out) == sizeof(l2->stats), "the snapshot mirrors the stats");
+	stats_copy(&l2->stats, out, sizeof(*out));
 }
 
-#define STAT_SNAP struct l2_stats_snapshot
+#define STAT_LIVE struct l2_stats
 static const struct stat_def l2_stat_defs[] = {L2_STATS(STAT_DEF)};
-#undef STAT_SNAP
+#undef STAT_LIVE
 
 void l2_stats_visit(const struct l2 *l2, stat_visit_fn fn, void *ctx)
 {
-	struct l2_stats_snapshot s;
-	l2_stats_read(l2, &s);
-	stats_visit(l2_stat_defs, sizeof(l2_stat_defs) / sizeof(l2_stat_defs[0]), &s, fn, ctx);
+	stats_visit(l2_stat_defs, sizeof(l2_stat_defs) / sizeof(l2_stat_defs[0]), &l2->stats, fn,
+		    ctx);
 }
 
 /* --- recovery --- */

@@ -9,12 +9,13 @@
  * only); labels: the sample's labels without braces ("" for none); help:
  * what it counts, the family's HELP line (a family's first sample's help).
  * A list becomes a stat_def array with STAT_DEF, and each engine's visitor
- * hands (def, value) pairs from a snapshot to /metrics (metrics.c) and
- * /v1/stats (api.c), which name no field by hand.
+ * (stats_visit over its live counters) hands (def, value) pairs to /metrics
+ * (metrics.c) and /v1/stats (api.c), which name no field by hand.
  */
 #ifndef KVTD_STAT_TABLE_H
 #define KVTD_STAT_TABLE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,12 +30,12 @@ struct stat_def {
 	const char *metric;
 	const char *labels;
 	const char *help;
-	size_t offset;             /* of the uint64_t in the snapshot */
+	size_t offset;             /* of the _Atomic uint64_t in the live struct */
 };
 
-/* One stat_def of a list whose snapshot type is SNAP (define STAT_SNAP first). */
+/* One stat_def of a list kept in the struct STAT_LIVE (define it first). */
 #define STAT_DEF(field, kind, metric, labels, help) \
-	{#field, STAT_##kind, metric, labels, help, offsetof(STAT_SNAP, field)},
+	{#field, STAT_##kind, metric, labels, help, offsetof(STAT_LIVE, field)},
 /* The uint64_t snapshot member of a list entry. */
 #define STAT_SNAP_FIELD(field, kind, metric, labels, help) uint64_t field;
 /* The live (atomic) member of a list entry. */
@@ -42,12 +43,26 @@ struct stat_def {
 
 typedef void (*stat_visit_fn)(void *ctx, const struct stat_def *def, uint64_t value);
 
-/* Calls fn with each of the n defs and its value in snapshot. */
-static inline void stats_visit(const struct stat_def *defs, size_t n, const void *snapshot,
+/* Calls fn with each of the n defs and its value now in live (relaxed loads, any thread). */
+static inline void stats_visit(const struct stat_def *defs, size_t n, const void *live,
 			       stat_visit_fn fn, void *ctx)
 {
 	for (size_t i = 0; i < n; i++)
-		fn(ctx, &defs[i], *(const uint64_t *)((const char *)snapshot + defs[i].offset));
+		fn(ctx, &defs[i],
+		   atomic_load_explicit((const _Atomic uint64_t *)((const char *)live + defs[i].offset),
+					memory_order_relaxed));
+}
+
+/*
+ * A snapshot of a live struct made of a list's fields alone (STAT_LIVE_FIELD
+ * and STAT_SNAP_FIELD give both the same layout): field by field, relaxed.
+ */
+static inline void stats_copy(const void *live, void *snapshot, size_t bytes)
+{
+	const _Atomic uint64_t *from = live;
+	uint64_t *to = snapshot;
+	for (size_t i = 0; i < bytes / sizeof(uint64_t); i++)
+		to[i] = atomic_load_explicit(&from[i], memory_order_relaxed);
 }
 
 #endif
