@@ -63,7 +63,7 @@ if [ "${BENCH:-1}" = 1 ]; then
 			--batch-blocks "$2" --requests "$REQUESTS" --lanes "$LANES" --kind "$KIND" \
 			2>&1 | tee "$OUT/bench-$1.txt" || rc=1
 		# A fresh namespace per case keeps L1 from filling across cases.
-		curl -s -X DELETE "http://127.0.0.1:$(sed -n 's/.*port \([0-9]*\),.*/\1/p' "$DIR/log")/v1/namespaces/1" >/dev/null 2>&1 || true
+		curl -s -X DELETE "http://127.0.0.1:$(kvtierd_port "$DIR/log")/v1/namespaces/1" >/dev/null 2>&1 || true
 	done
 	cp "$DIR/log" "$OUT/daemon.log"
 fi
