@@ -9,11 +9,10 @@
 #include <sys/stat.h>
 
 #include "buffers.h"
+#include "owner_stats.h"
 #include "kvtier/protocol.h"
 #include "prefault.h"
 
-#define GAUGE_ADD(t, f, n) atomic_fetch_add_explicit(&(t)->f, (n), memory_order_relaxed)
-#define GAUGE_SUB(t, f, n) atomic_fetch_sub_explicit(&(t)->f, (n), memory_order_relaxed)
 
 const char *buffers_kind_name(uint32_t kind)
 {
@@ -95,8 +94,8 @@ static int fill_slot(struct buffer_table *t, uint32_t slot, const struct stbuf *
 	t->slots[slot] = *b;
 	t->slots[slot].refs = 1;
 	t->slots[slot].registered = true;
-	GAUGE_ADD(t, kind_registered[b->kind], 1);
-	GAUGE_ADD(t, kind_bytes[b->kind], b->size);
+	STATS_ADD(t, kind_registered[b->kind], 1);
+	STATS_ADD(t, kind_bytes[b->kind], b->size);
 	return (int)slot;
 }
 
@@ -225,8 +224,8 @@ void buffers_put(struct stbuf *b)
 static void unregister_slot(struct buffer_table *t, struct stbuf *b)
 {
 	b->registered = false;
-	GAUGE_SUB(t, kind_registered[b->kind], 1);
-	GAUGE_SUB(t, kind_bytes[b->kind], b->size);
+	STATS_ADD(t, kind_registered[b->kind], -(uint64_t)1);
+	STATS_ADD(t, kind_bytes[b->kind], -b->size);
 	buffers_put(b);
 }
 

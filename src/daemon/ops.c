@@ -56,11 +56,11 @@ static void observe(struct dp *dp, uint16_t op, int32_t status, uint64_t start_n
 	unsigned b = 0;
 	while (b < DP_HIST_BUCKETS - 1 && (double)ns > bounds[b] * 1e9)
 		b++;
-	atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->buckets[b], 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->sum_ns, ns, memory_order_relaxed);
+	STATS_ADD(s, requests, 1);
+	STATS_ADD(s, buckets[b], 1);
+	STATS_ADD(s, sum_ns, ns);
 	if (status)
-		atomic_fetch_add_explicit(&s->errors, 1, memory_order_relaxed);
+		STATS_ADD(s, errors, 1);
 }
 
 /* Counts a payload that did not decode: over a limit, or malformed. */
