@@ -1,0 +1,119 @@
+"""layout.py — struct kvt_kv_layout (the paged KV cache the restore and
+gather kernels and the pipeline work on) filled from a cache's tensors by
+their shape, strides and element size, never by assumed shapes. Takes torch
+tensors or numpy arrays alike (duck-typed: imports neither).
+
+Per-layer layouts:
+  "flash_attn"  (2, num_blocks, block_size, num_kv_heads, head_size)
+  "flash_infer" (num_blocks, 2, block_size, num_kv_heads, head_size)
+  "mla"         (num_blocks, block_size, head_size): one latent plane
+A cross-layer cache is one tensor with the layer first, then one of these.
+What one block of one layer and plane holds (block_size x heads x head_size)
+must be contiguous; planes and blocks may be anywhere."""
+
+import ctypes
+
+from . import _lib
+from ._lib import lib
+from .errors import check
+
+LAYOUTS = {
+    # name: (dims, plane dim or None, block dim)
+    "flash_attn": (5, 0, 1),
+    "flash_infer": (5, 1, 0),
+    "mla": (3, None, 0),
+}
+
+
+def tensor_info(t):
+    """(shape, strides in bytes, element size, address) of a torch tensor or numpy array."""
+    if hasattr(t, "data_ptr"):  # torch
+        es = t.element_size()
+        return tuple(t.shape), tuple(s * es for s in t.stride()), es, t.data_ptr()
+    if hasattr(t, "__array_interface__"):  # numpy
+        return tuple(t.shape), tuple(t.strides), t.itemsize, t.__array_interface__["data"][0]
+    raise TypeError(f"a KV cache tensor must be a torch tensor or numpy array, not {type(t)}")
+
+
+class KVLayout:
+    """A kvt_kv_layout, its layer base pointers kept alive with it."""
+
+    def __init__(self, num_layers, planes, chunk_bytes, plane_stride, block_stride, bases,
+                 num_blocks, block_size):
+        self._bases = (ctypes.c_void_p * num_layers)(*bases)
+        self.c = _lib.KvLayout(num_layers, planes, chunk_bytes, plane_stride, block_stride,
+                               ctypes.cast(self._bases, ctypes.POINTER(ctypes.c_void_p)))
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+
+    @property
+    def num_layers(self):
+        return self.c.num_layers
+
+    @property
+    def block_bytes(self):
+        """Bytes of one block, every layer and plane: the kvtier block size."""
+        return lib.kvt_kv_block_bytes(ctypes.byref(self.c))
+
+    @staticmethod
+    def _geometry(shape, strides, es, layout):
+        """(planes, chunk_bytes, plane_stride, block_stride, num_blocks, block_size) of one layer."""
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown KV cache layout {layout!r}; known: {', '.join(LAYOUTS)}")
+        dims, plane_dim, block_dim = LAYOUTS[layout]
+        if len(shape) != dims:
+            raise ValueError(f"a {layout} KV cache layer has {dims} dimensions, "
+                             f"this one has shape {shape}")
+        if plane_dim is not None and shape[plane_dim] != 2:
+            raise ValueError(f"a {layout} layer has 2 planes (K, V) in dimension {plane_dim}, "
+                             f"shape {shape}")
+        inner = shape[2:] if plane_dim is not None else shape[1:]
+        inner_strides = strides[2:] if plane_dim is not None else strides[1:]
+        expect = es
+        for n, s in zip(reversed(inner), reversed(inner_strides)):
+            if n > 1 and s != expect:
+                raise ValueError(f"a block's tokens, heads and channels must be contiguous; "
+                                 f"shape {shape}, strides (bytes) {strides}")
+            expect *= n
+        chunk = expect
+        planes = 2 if plane_dim is not None else 1
+        plane_stride = strides[plane_dim] if plane_dim is not None else 0
+        return planes, chunk, plane_stride, strides[block_dim], shape[block_dim], inner[0]
+
+    @classmethod
+    def from_tensors(cls, tensors, layout="flash_attn"):
+        """From per-layer tensors (a list, in layer order), all of one geometry."""
+        tensors = list(tensors)
+        if not tensors:
+            raise ValueError("no KV cache tensors")
+        infos = [tensor_info(t) for t in tensors]
+        shape, strides, es, _ = infos[0]
+        for s, st, e, _ in infos[1:]:
+            if (s, st, e) != (shape, strides, es):
+                raise ValueError("every layer's KV cache must have one shape, stride and dtype")
+        g = cls._geometry(shape, strides, es, layout)
+        return cls(len(tensors), g[0], g[1], g[2], g[3], [i[3] for i in infos], g[4], g[5])
+
+    @classmethod
+    def from_cross_layer(cls, tensor, layout="flash_attn"):
+        """From one tensor whose first dimension is the layer."""
+        shape, strides, es, ptr = tensor_info(tensor)
+        g = cls._geometry(shape[1:], strides[1:], es, layout)
+        bases = [ptr + layer * strides[0] for layer in range(shape[0])]
+        return cls(shape[0], g[0], g[1], g[2], g[3], bases, g[4], g[5])
+
+
+def kv_restore(layout, staging_ptr, block_ids, stream=None):
+    """Restores blocks from contiguous staging (GPU) into the cache's block_ids."""
+    ids = (ctypes.c_int32 * len(block_ids))(*block_ids)
+    rc = lib.kvt_kv_restore(ctypes.byref(layout.c), ctypes.c_void_p(staging_ptr), ids,
+                            len(block_ids), ctypes.c_void_p(stream or 0))
+    check(rc, "kv_restore")
+
+
+def kv_gather(layout, staging_ptr, block_ids, stream=None):
+    """Gathers the cache's block_ids into contiguous staging (GPU)."""
+    ids = (ctypes.c_int32 * len(block_ids))(*block_ids)
+    rc = lib.kvt_kv_gather(ctypes.byref(layout.c), ctypes.c_void_p(staging_ptr), ids,
+                           len(block_ids), ctypes.c_void_p(stream or 0))
+    check(rc, "kv_gather")

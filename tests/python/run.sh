@@ -1,0 +1,13 @@
+#!/bin/sh
+# run.sh — the Python package's tests: pytest (Debian's python3, where
+# scripts/dev.sh installs python3-pytest, python3-numpy and python3-torch)
+# against the build tree's kvtierd and libkvtier. KVT_PYTHON picks another
+# interpreter.
+SRC=${KVT_SRCDIR:-$(dirname "$0")/../..}
+PY=${KVT_PYTHON:-/usr/bin/python3}
+if ! "$PY" -c "import pytest, numpy" 2>/dev/null; then
+	echo "run.sh: $PY lacks pytest or numpy: install python3-pytest python3-numpy (scripts/dev.sh does)" >&2
+	exit 1
+fi
+export PYTHONDONTWRITEBYTECODE=1
+exec "$PY" -m pytest -q -p no:cacheprovider "$SRC/tests/python"
