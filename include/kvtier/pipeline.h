@@ -44,13 +44,19 @@ struct kvt_pipeline_options {
 	struct kvt_kv_layout layout; /* the KV cache; host pointers in host mode */
 	kvt_pipeline_trace_fn trace; /* optional: called on the progress thread */
 	void *trace_ctx;
+	/*
+	 * Cache blocks per kvtier block (0 means 1): each key names that many
+	 * blocks of the layout, side by side in staging, so client.block_bytes
+	 * is kvt_kv_block_bytes(layout) times this (a connector's chunk).
+	 */
+	uint32_t ids_per_block;
 };
 
 /* A request: keys and the KV cache block ids their blocks go to or come from. */
 struct kvt_transfer {
 	uint64_t req_id;            /* the caller's; unique among unfinished requests */
 	const struct kvt_key *keys;
-	const int32_t *block_ids;   /* host memory */
+	const int32_t *block_ids;   /* host memory: nblocks x ids_per_block, a key's together */
 	uint32_t nblocks;
 };
 

@@ -94,6 +94,7 @@ class PipelineOptions(ctypes.Structure):
         ("layout", KvLayout),
         ("trace", ctypes.c_void_p),
         ("trace_ctx", ctypes.c_void_p),
+        ("ids_per_block", ctypes.c_uint32),
     ]
 
 

@@ -22,23 +22,27 @@ class Finished:
 
 
 class Pipeline:
-    """A staging pool of depth buffers of buffer_blocks blocks over a KVLayout."""
+    """A staging pool of depth buffers of buffer_blocks blocks over a KVLayout; each
+    block (one key) is ids_per_block of the layout's cache blocks, side by side."""
 
     def __init__(self, socket_path, model, layout, *, cache_salt=None, tp_size=1, rank=0,
                  gpu=False, device=0, gpu_kind="vmm", depth=2, buffer_blocks=16,
-                 max_inflight=0):
+                 max_inflight=0, ids_per_block=1):
         self.layout = layout  # its base pointers must outlive the pipeline
+        self.ids_per_block = ids_per_block
+        self.block_bytes = layout.block_bytes * ids_per_block
         client = _lib.ClientOptions(socket_path.encode(), model.encode(),
                                     cache_salt.encode() if cache_salt is not None else None,
-                                    layout.block_bytes, tp_size, rank, 0, 0, 0)
+                                    self.block_bytes, tp_size, rank, 0, 0, 0)
         kind = {"vmm": _lib.GPU_VMM, "ipc": _lib.GPU_IPC}[gpu_kind]
         o = _lib.PipelineOptions(client, 1 if gpu else 0, device, kind, depth, buffer_blocks,
-                                 max_inflight, layout.c, None, None)
+                                 max_inflight, layout.c, None, None, ids_per_block)
         self._p = ctypes.c_void_p()
         rc = lib.kvt_pipeline_open(ctypes.byref(o), ctypes.byref(self._p))
         if rc:
             raise KvtierError(rc, f"cannot open a pipeline to kvtierd at {socket_path}")
-        self.client = Client(socket_path, model, 0, _handle=lib.kvt_pipeline_client(self._p))
+        self.client = Client(socket_path, model, self.block_bytes,
+                             _handle=lib.kvt_pipeline_client(self._p))
 
     def close(self):
         """Drains, stops and frees the pool."""
@@ -54,14 +58,16 @@ class Pipeline:
 
     def _transfer(self, req_id, keys, block_ids):
         karr, n = keys_array(keys)
-        if len(block_ids) != n:
-            raise ValueError(f"{n} keys but {len(block_ids)} block ids")
-        ids = (ctypes.c_int32 * max(n, 1))(*block_ids)
+        block_ids = list(block_ids)
+        if len(block_ids) != n * self.ids_per_block:
+            raise ValueError(f"{n} keys of {self.ids_per_block} cache blocks each, "
+                             f"but {len(block_ids)} block ids")
+        ids = (ctypes.c_int32 * max(len(block_ids), 1))(*block_ids)
         return _lib.Transfer(req_id, ctypes.cast(karr, ctypes.POINTER(_lib.Key)),
                              ctypes.cast(ids, ctypes.POINTER(ctypes.c_int32)), n)
 
     def submit_load(self, req_id, keys, block_ids):
-        """Loads keys into the cache's block_ids (keys and ids are copied)."""
+        """Loads keys into the cache's block_ids, ids_per_block per key (both are copied)."""
         t = self._transfer(req_id, keys, block_ids)
         check(lib.kvt_pipeline_submit_load(self._p, ctypes.byref(t)), f"load request {req_id}")
 

@@ -80,6 +80,7 @@ struct kvt_pipeline {
 	struct kvt_pipeline_options o;
 	struct kvt_client *c;
 	uint64_t block_bytes;
+	uint32_t ids_per_block;      /* cache blocks per kvtier block */
 	struct staging_buf *bufs;
 	uint32_t *free_fifo;         /* free buffers, oldest first */
 	uint32_t free_head, free_count;
@@ -117,7 +118,8 @@ static int staging_alloc(struct kvt_pipeline *p, struct staging_buf *b)
 	b->size = b->gpu.size;
 	b->reg_index = b->gpu.index;
 	if (cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking) != cudaSuccess ||
-	    cudaMalloc((void **)&b->ids_dev, p->o.buffer_blocks * sizeof(int32_t)) != cudaSuccess) {
+	    cudaMalloc((void **)&b->ids_dev,
+		       (size_t)p->o.buffer_blocks * p->ids_per_block * sizeof(int32_t)) != cudaSuccess) {
 		cudaGetLastError();
 		return -ENOMEM;
 	}
@@ -147,16 +149,17 @@ static void staging_free(struct kvt_pipeline *p, struct staging_buf *b)
 /* Moves the batch's blocks between staging and the cache, and waits for it. */
 static int staging_move(struct kvt_pipeline *p, struct staging_buf *b, int to_cache)
 {
+	uint32_t nids = b->nblocks * p->ids_per_block; /* a block's cache blocks lie side by side */
 	if (!p->o.gpu) {
-		kvt__kv_copy_host(&p->o.layout, b->ptr, b->ids, b->nblocks, to_cache);
+		kvt__kv_copy_host(&p->o.layout, b->ptr, b->ids, nids, to_cache);
 		return 0;
 	}
 #ifdef HAVE_CUDA
-	size_t ids_len = b->nblocks * sizeof(int32_t);
+	size_t ids_len = nids * sizeof(int32_t);
 	int err = cudaMemcpyAsync(b->ids_dev, b->ids, ids_len, cudaMemcpyHostToDevice, b->stream)
 			  ? -EIO
-		  : to_cache ? kvt_kv_restore(&p->o.layout, b->ptr, b->ids_dev, b->nblocks, b->stream)
-			     : kvt_kv_gather(&p->o.layout, b->ptr, b->ids_dev, b->nblocks, b->stream);
+		  : to_cache ? kvt_kv_restore(&p->o.layout, b->ptr, b->ids_dev, nids, b->stream)
+			     : kvt_kv_gather(&p->o.layout, b->ptr, b->ids_dev, nids, b->stream);
 	if (!err && cudaStreamSynchronize(b->stream) != cudaSuccess)
 		err = -EIO;
 	if (err)
@@ -288,7 +291,9 @@ static void batch_fill(struct kvt_pipeline *p, struct staging_buf *b)
 				.key = r->keys[r->dispatched + i],
 				.offset = (uint64_t)b->nblocks * p->block_bytes,
 				.length = (uint32_t)p->block_bytes};
-			b->ids[b->nblocks] = r->block_ids[r->dispatched + i];
+			memcpy(&b->ids[(size_t)b->nblocks * p->ids_per_block],
+			       &r->block_ids[(size_t)(r->dispatched + i) * p->ids_per_block],
+			       p->ids_per_block * sizeof(int32_t));
 		}
 		r->dispatched += n;
 		r->batches_out++;
@@ -396,8 +401,9 @@ static int check_options(const struct kvt_pipeline_options *o)
 	    o->buffer_blocks > KVT_MAX_BLOCKS || !o->layout.layer_bases ||
 	    !o->layout.num_layers || !o->layout.planes || !o->layout.chunk_bytes)
 		return -EINVAL;
-	if (kvt_kv_block_bytes(&o->layout) != o->client.block_bytes)
-		return -EINVAL; /* the layout's block is what the namespace stores */
+	uint32_t per = o->ids_per_block ? o->ids_per_block : 1;
+	if (per > KVT_MAX_BLOCKS || kvt_kv_block_bytes(&o->layout) * per != o->client.block_bytes)
+		return -EINVAL; /* per cache blocks of the layout are what the namespace stores */
 	return 0;
 }
 
@@ -413,7 +419,7 @@ static int pool_open(struct kvt_pipeline *p)
 		b->index = i;
 		b->seg = calloc(nb, sizeof(*b->seg));
 		b->blocks = calloc(nb, sizeof(*b->blocks));
-		b->ids = calloc(nb, sizeof(*b->ids));
+		b->ids = calloc((size_t)nb * p->ids_per_block, sizeof(*b->ids));
 		if (!b->seg || !b->blocks || !b->ids)
 			return -ENOMEM;
 		int err = staging_alloc(p, b);
@@ -481,6 +487,7 @@ int kvt_pipeline_open(const struct kvt_pipeline_options *o, struct kvt_pipeline 
 		p->o.depth = 2;
 	p->o.client.lanes = p->o.depth + 1;
 	p->block_bytes = o->client.block_bytes;
+	p->ids_per_block = o->ids_per_block ? o->ids_per_block : 1;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->idle, NULL);
 	p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -538,7 +545,7 @@ static bool unfinished_id(const struct kvt_pipeline *p, uint64_t id, bool load)
 	return false;
 }
 
-static struct request *request_new(const struct kvt_transfer *t, bool load)
+static struct request *request_new(const struct kvt_transfer *t, bool load, uint32_t per)
 {
 	struct request *r = calloc(1, sizeof(*r));
 	if (!r)
@@ -547,14 +554,14 @@ static struct request *request_new(const struct kvt_transfer *t, bool load)
 	r->load = load;
 	r->nblocks = t->nblocks;
 	r->keys = malloc(t->nblocks * sizeof(*r->keys));
-	r->block_ids = malloc(t->nblocks * sizeof(*r->block_ids));
+	r->block_ids = malloc((size_t)t->nblocks * per * sizeof(*r->block_ids));
 	r->failed = malloc(t->nblocks * sizeof(*r->failed));
 	if (!r->keys || !r->block_ids || !r->failed) {
 		request_free(r);
 		return NULL;
 	}
 	memcpy(r->keys, t->keys, t->nblocks * sizeof(*r->keys));
-	memcpy(r->block_ids, t->block_ids, t->nblocks * sizeof(*r->block_ids));
+	memcpy(r->block_ids, t->block_ids, (size_t)t->nblocks * per * sizeof(*r->block_ids));
 	return r;
 }
 
@@ -562,7 +569,7 @@ static int submit(struct kvt_pipeline *p, const struct kvt_transfer *t, bool loa
 {
 	if (!t->nblocks || t->nblocks > (1u << 24) || !t->keys || !t->block_ids)
 		return -EINVAL;
-	struct request *r = request_new(t, load);
+	struct request *r = request_new(t, load, p->ids_per_block);
 	if (!r)
 		return -ENOMEM;
 	pthread_mutex_lock(&p->lock);

@@ -187,3 +187,25 @@ def test_layout_refuses_what_it_cannot_describe():
     lay = kvtier.KVLayout.from_cross_layer(cross)
     assert lay.num_layers == 3 and lay.num_blocks == 4 and lay.block_size == 4
     assert lay.block_bytes == 3 * 2 * 4 * 2 * 8 * 2
+
+
+def test_pipeline_chunks_of_several_cache_blocks(daemon):
+    """A key names ids_per_block cache blocks: a chunk, stored and loaded whole."""
+    src = host_cache(2, 12, seed=3)
+    dst = host_cache(2, 12, seed=4)
+    ls, ld = kvtier.KVLayout.from_tensors(src), kvtier.KVLayout.from_tensors(dst)
+    ks = keys(2, 70)
+    with kvtier.Pipeline(daemon.socket, "chunks", ls, buffer_blocks=1, ids_per_block=3) as p:
+        assert p.block_bytes == 3 * ls.block_bytes
+        with pytest.raises(ValueError, match="3 cache blocks each"):
+            p.submit_store(1, ks, [0, 1, 2])
+        p.submit_store(1, ks, [4, 0, 7, 11, 2, 5])
+        assert p.drain(60000)
+        assert p.finished(load=False)[0].status == 0
+    with kvtier.Pipeline(daemon.socket, "chunks", ld, buffer_blocks=2, ids_per_block=3) as p:
+        p.submit_load(2, ks, [1, 2, 3, 6, 8, 9])
+        assert p.drain(60000)
+        assert p.finished(load=True)[0].status == 0
+    for s_id, d_id in zip([4, 0, 7, 11, 2, 5], [1, 2, 3, 6, 8, 9]):
+        for a, b in zip(block_of(src, "flash_attn", s_id), block_of(dst, "flash_attn", d_id)):
+            assert np.array_equal(a, b)
