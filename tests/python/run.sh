@@ -5,8 +5,8 @@
 # interpreter.
 SRC=${KVT_SRCDIR:-$(dirname "$0")/../..}
 PY=${KVT_PYTHON:-/usr/bin/python3}
-if ! "$PY" -c "import pytest, numpy" 2>/dev/null; then
-	echo "run.sh: $PY lacks pytest or numpy: install python3-pytest python3-numpy (scripts/dev.sh does)" >&2
+if ! "$PY" -c "import pytest, numpy, torch" 2>/dev/null; then
+	echo "run.sh: $PY lacks pytest, numpy or torch: install python3-pytest python3-numpy python3-torch (scripts/dev.sh does)" >&2
 	exit 1
 fi
 export PYTHONDONTWRITEBYTECODE=1

@@ -1,0 +1,1 @@
+"""Stand-in vLLM for the connector tests (no vLLM can be installed here)."""
