@@ -23,8 +23,10 @@ trap 'kvtierd_stop; rm -rf "$DIR"' EXIT
 kvtierd_start "$D/bin/kvtierd" "$DIR" --l1-size "${L1:-24GiB}" || exit 1
 ARGS="--socket $DIR/kvtierd.sock --requests ${REQUESTS:-8} --depth ${DEPTH:-4} --staging-blocks ${STAGING_BLOCKS:-16}"
 rc=0
-"$PY" "$SRC/bench/connector_bench.py" save $ARGS | tee "$OUT/save.json" || rc=1
-"$PY" "$SRC/bench/connector_bench.py" load $ARGS | tee "$OUT/load.json" || rc=1
+for mode in save load; do
+	"$PY" "$SRC/bench/connector_bench.py" $mode $ARGS >"$OUT/$mode.json" 2>"$OUT/$mode.err" || rc=1
+	cat "$OUT/$mode.json" "$OUT/$mode.err"
+done
 cp "$DIR/log" "$OUT/daemon.log"
 echo "connector.sh: results in $OUT (exit $rc)"
 exit $rc

@@ -41,7 +41,9 @@ struct kvt_pipeline_options {
 	uint32_t depth;             /* staging buffers, >= 2; 0 means 2 */
 	uint32_t buffer_blocks;     /* blocks per staging buffer, 1..KVT_MAX_BLOCKS */
 	uint32_t max_inflight;      /* requests with blocks in flight; 0 means no limit but depth */
-	struct kvt_kv_layout layout; /* the KV cache; host pointers in host mode */
+	struct kvt_kv_layout layout; /* the KV cache; host pointers in host mode; in GPU mode
+					the layer_bases array may be host or device memory
+					(a host array is copied to the device at open) */
 	kvt_pipeline_trace_fn trace; /* optional: called on the progress thread */
 	void *trace_ctx;
 	/*

@@ -38,6 +38,30 @@ def strerror(code):
     return lib.kvt_strerror(code).decode()
 
 
+def parse_size(text):
+    """Bytes of "64MiB", "1.5GB", "4096" (kvt_parse_size's units)."""
+    out = ctypes.c_uint64()
+    check(lib.kvt_parse_size(text.encode(), ctypes.byref(out)), f"size {text!r}")
+    return out.value
+
+
+def format_size(nbytes):
+    """"64 MiB" and the like (kvt_format_size)."""
+    buf = ctypes.create_string_buffer(32)
+    check(lib.kvt_format_size(nbytes, buf, len(buf)), "format_size")
+    return buf.value.decode()
+
+
+def key_chain_next(parent, tokens):
+    """The key after parent (None: the chain's first) for one block's tokens."""
+    toks = list(tokens)
+    arr = (ctypes.c_int32 * max(len(toks), 1))(*toks)
+    out = _lib.Key()
+    p = ctypes.byref(_key(parent)) if parent is not None else None
+    lib.kvt_key_chain_next(p, arr, len(toks), ctypes.byref(out))
+    return bytes(out.bytes)
+
+
 def key_chain(tokens, block_tokens):
     """The prefix chain of keys of a token list: one per whole block of block_tokens."""
     tokens = list(tokens)
@@ -260,5 +284,5 @@ def mmap_view(buf):
     return memoryview(buf.view).cast("B")
 
 
-__all__ = ["Client", "ShmBuffer", "LookupResult", "key_chain", "version", "strerror", "mmap_view",
-           "keys_array"]
+__all__ = ["Client", "ShmBuffer", "LookupResult", "key_chain", "key_chain_next", "version",
+           "strerror", "parse_size", "format_size", "mmap_view", "keys_array"]

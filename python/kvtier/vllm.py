@@ -95,10 +95,9 @@ class KvtierConnector(KVConnectorBase_V1):
         self.model = self.geo.namespace(self.cfg.model_id, self.cfg.chunk_blocks)
         self.scheduler = self.worker = None
         if role == KVConnectorRole.SCHEDULER:
-            client = Client(self.cfg.socket_path, self.model,
-                            self.geo.vllm_block_bytes * self.cfg.chunk_blocks,
-                            tp_size=self.geo.namespace_tp, scheduler=True)
-            self.scheduler = SchedulerSide(self.cfg, self.geo, client)
+            self.scheduler = SchedulerSide(self.cfg, self.geo, lambda: Client(
+                self.cfg.socket_path, self.model, self.geo.vllm_block_bytes * self.cfg.chunk_blocks,
+                tp_size=self.geo.namespace_tp, scheduler=True))
         else:
             self.worker = WorkerSide(self.cfg, self.geo, self.model, rank=_tp_rank())
         log.info("kvtier: %s connector on %s, namespace %s, chunks of %d blocks",
@@ -175,4 +174,4 @@ class KvtierConnector(KVConnectorBase_V1):
         if self.worker:
             self.worker.shutdown()
         if self.scheduler:
-            self.scheduler.client.close()
+            self.scheduler.close()

@@ -81,6 +81,8 @@ struct kvt_pipeline {
 	struct kvt_client *c;
 	uint64_t block_bytes;
 	uint32_t ids_per_block;      /* cache blocks per kvtier block */
+	void **bases_dev;            /* GPU mode: the layer bases copied to the device, when given
+					in host memory (NULL when they were device memory already) */
 	struct staging_buf *bufs;
 	uint32_t *free_fifo;         /* free buffers, oldest first */
 	uint32_t free_head, free_count;
@@ -458,9 +460,36 @@ static void results_free(struct result_list *l)
 	l->returned = NULL;
 }
 
+#ifdef HAVE_CUDA
+/*
+ * The kernels read the layer bases on the device: a caller's host array
+ * (a binding's, typically) is copied there once, for the pipeline's life.
+ */
+static int bases_on_device(struct kvt_pipeline *p)
+{
+	struct cudaPointerAttributes a;
+	const void *bases = p->o.layout.layer_bases;
+	if (cudaPointerGetAttributes(&a, bases) == cudaSuccess &&
+	    (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged))
+		return 0;
+	cudaGetLastError();
+	size_t len = p->o.layout.num_layers * sizeof(void *);
+	if (cudaMalloc((void **)&p->bases_dev, len) != cudaSuccess ||
+	    cudaMemcpy(p->bases_dev, bases, len, cudaMemcpyHostToDevice) != cudaSuccess) {
+		cudaGetLastError();
+		return -ENOMEM;
+	}
+	p->o.layout.layer_bases = (void *const *)p->bases_dev;
+	return 0;
+}
+#endif
+
 static void pipeline_free(struct kvt_pipeline *p)
 {
 	pool_close(p);
+#ifdef HAVE_CUDA
+	cudaFree(p->bases_dev);
+#endif
 	for (int d = 0; d < 2; d++) {
 		results_free(&p->done[d]);
 		requests_free(p->done[d].head);
@@ -500,6 +529,8 @@ int kvt_pipeline_open(const struct kvt_pipeline_options *o, struct kvt_pipeline 
 		cudaGetLastError();
 		err = -KVT_ENOCUDA;
 	}
+	if (!err && p->o.gpu)
+		err = bases_on_device(p);
 #else
 	if (!err && p->o.gpu)
 		err = -KVT_ENOCUDA;

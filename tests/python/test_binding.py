@@ -35,6 +35,27 @@ def test_version_errors_and_key_chain():
     assert kvtier.key_chain(list(range(11)), 4) == ks[:2]  # no key for a partial block
 
 
+def test_sizes_and_key_chain_next():
+    assert kvtier.parse_size("64MiB") == 64 << 20
+    assert kvtier.parse_size("4096") == 4096
+    with pytest.raises(KvtierError) as e:
+        kvtier.parse_size("12 parsecs")
+    assert e.value.code == -errno.EINVAL
+    assert kvtier.format_size(64 << 20) == "64 MiB"
+    k0 = kvtier.key_chain_next(None, [1, 2, 3, 4])
+    k1 = kvtier.key_chain_next(k0, [5, 6, 7, 8])
+    assert [k0, k1] == kvtier.key_chain(range(1, 9), 4)
+
+
+def test_gpu_buffers_without_a_gpu(daemon):
+    """This machine has no GPU: GPU staging is -KVT_ENOCUDA, said as such."""
+    with kvtier.Client(daemon.socket, "m", BLOCK) as c:
+        with pytest.raises(KvtierError) as e:
+            c.create_gpu_buffer(0, BLOCK)
+        assert e.value.code == -4099  # KVT_ENOCUDA
+        assert "CUDA" in str(e.value)
+
+
 def test_no_daemon_names_the_socket(tmp_path):
     path = str(tmp_path / "absent.sock")
     with pytest.raises(KvtierError) as e:

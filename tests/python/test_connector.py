@@ -277,6 +277,31 @@ def test_daemon_killed_mid_load_reports_errors_without_hanging(make_daemon):
         eng.close()
 
 
+def test_reconnects_when_kvtierd_is_back(make_daemon, monkeypatch):
+    from kvtier.connector import scheduler, worker
+    monkeypatch.setattr(scheduler, "REOPEN_INTERVAL_S", 0)
+    monkeypatch.setattr(worker, "REOPEN_INTERVAL_S", 0)
+    d = make_daemon()
+    eng = Engine(d.socket)
+    try:
+        d.kill()
+        assert eng.sched.get_num_new_matched_tokens(Request("x", range(40)), 0) == (0, False)
+        assert eng.sched.scheduler.client is None  # lost
+        z = Request("z", range(300, 340))          # a save while it is down: dropped
+        assert eng.sched.request_finished(z, list(range(10)))[0]
+        eng.step()
+        assert eng.finish()[0] == {"z"}
+        assert eng.workers[0].worker.pipeline is None  # lost
+        d2 = make_daemon("--socket", d.socket)    # back on the same socket
+        a = Request("a", range(40))
+        serve_and_save(eng, a, list(range(10)))    # the worker's pipeline opened again
+        b = Request("b", range(40))
+        assert eng.sched.get_num_new_matched_tokens(b, 0) == (32, True)  # and the scheduler's
+        assert d2.stats()["dataplane"]["blocks_stored"] == 5
+    finally:
+        eng.close()
+
+
 def test_tensor_parallel_two_workers(daemon):
     eng = Engine(daemon.socket, tp=2)
     try:

@@ -9,12 +9,14 @@ must compute at least one); a request's answer is cached, so asking again
 is free of side effects; only publishable blocks are saved."""
 
 import logging
+import time
 from dataclasses import dataclass, field
 
 from .keys import chunk_block_ids, chunk_keys
 from .meta import LoadSpec, SaveSpec, StepMeta
 
 log = logging.getLogger("kvtier.connector")
+REOPEN_INTERVAL_S = 1.0
 
 
 @dataclass
@@ -30,11 +32,14 @@ class RequestState:
 
 
 class SchedulerSide:
-    def __init__(self, cfg, geometry, lookup_client):
-        """lookup_client: a kvtier.Client of the namespace in the scheduler role."""
+    def __init__(self, cfg, geometry, open_client):
+        """open_client(): a kvtier.Client of the namespace in the scheduler role; called at
+        start (its error stops the connector) and again after kvtierd was lost."""
         self.cfg = cfg
         self.geo = geometry
-        self.client = lookup_client
+        self.open_client = open_client
+        self.client = open_client()
+        self.last_open_try = time.monotonic()
         self.chunk_tokens = cfg.chunk_blocks * geometry.block_size
         self.requests = {}
         self.saves = []
@@ -71,11 +76,15 @@ class SchedulerSide:
         if end <= st.first_chunk:
             return 0, False
         keys = chunk_keys(request.block_hashes, n, st.first_chunk, end)
+        client = self._usable()
         try:
-            r = self.client.lookup(keys, lease_ms=self.cfg.lease_ms)
+            if client is None:
+                raise ConnectionError("kvtierd unreachable")
+            r = client.lookup(keys, lease_ms=self.cfg.lease_ms)
         except OSError as e:  # kvtierd down: nothing hits, vLLM computes
             self.stats["lookup_errors"] += 1
             log.warning("kvtier: lookup failed (%s); computing the prefix", e)
+            self._lost()
             return 0, False
         self.stats["lookups"] += 1
         st.hit_chunks, st.lease_id = r.hits, r.lease_id
@@ -157,10 +166,34 @@ class SchedulerSide:
         st.answered_for = -1  # asked again when it is rescheduled
         self._forget_lease(st)
 
+    def _usable(self):
+        """The lookup client, opened again if it was lost and a second has passed; or None."""
+        if self.client is None and time.monotonic() - self.last_open_try >= REOPEN_INTERVAL_S:
+            self.last_open_try = time.monotonic()
+            try:
+                self.client = self.open_client()
+                log.info("kvtier: scheduler connected to kvtierd again")
+            except OSError as e:
+                log.warning("kvtier: kvtierd still unreachable: %s", e)
+        return self.client
+
+    def _lost(self):
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+            self.last_open_try = time.monotonic()
+            for st in self.requests.values():
+                st.lease_id = 0  # gone with the connection
+
+    def close(self):
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
     def _forget_lease(self, st):
-        if st.lease_id:
+        if st.lease_id and self.client is not None:
             try:
                 self.client.release(st.lease_id)
             except OSError:
                 pass  # expired, or kvtierd restarted: the lease is gone either way
-            st.lease_id = 0
+        st.lease_id = 0
