@@ -348,6 +348,16 @@ def test_layouts_and_mla(daemon, layout, mla, cross):
         eng.close()
 
 
+def test_no_daemon_at_start_names_the_socket(tmp_path):
+    path = str(tmp_path / "none.sock")
+    for role in (base.KVConnectorRole.SCHEDULER, base.KVConnectorRole.WORKER):
+        with pytest.raises(kvtier.KvtierError) as e:
+            c = kvtier_vllm.KvtierConnector(vllm_config(path), role, kv_cache_config())
+            c.register_kv_caches({f"layer.{i}": t for i, t in
+                                  enumerate(new_cache("flash_attn", False, False))})
+        assert path in str(e.value)
+
+
 def test_config_errors():
     with pytest.raises(ValueError, match="unknown kv_connector_extra_config"):
         kvtier.connector.ConnectorConfig.from_extra({"sockt": "x"}, 16, "m")
