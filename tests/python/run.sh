@@ -10,4 +10,12 @@ if ! "$PY" -c "import pytest, numpy, torch" 2>/dev/null; then
 	exit 1
 fi
 export PYTHONDONTWRITEBYTECODE=1
+# A sanitized libkvtier wants the ASan runtime first in the process: preload it
+# (leak checking stays off: the interpreter itself does not free at exit).
+LIB=${KVT_BUILDDIR:-.}/.libs/libkvtier.so.0
+ASAN=$(ldd "$LIB" 2>/dev/null | awk '/libasan/ {print $3}')
+if [ -n "$ASAN" ]; then
+	export LD_PRELOAD="$ASAN${LD_PRELOAD:+ $LD_PRELOAD}"
+	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0:abort_on_error=1"
+fi
 exec "$PY" -m pytest -q -p no:cacheprovider "$SRC/tests/python"
