@@ -12,7 +12,13 @@ mkdir -p "$DEST/bin" "$DEST/lib"
 make -C "$BUILD" -s test_gpu >/dev/null 2>&1 || true
 for b in kvtierd kvtier-bench test_gpu kvtier-gpu-bench kvtier-pipeline-bench kvtier-tp-bench; do
 	[ -e "$BUILD/$b" ] || continue # the GPU ones exist in CUDA builds only
-	cp "$BUILD/.libs/$b" "$DEST/bin/$b" 2>/dev/null || cp "$BUILD/$b" "$DEST/bin/$b"
+	# A libtool wrapper script stands for .libs/$b; a program linked statically to
+	# our libraries is $b itself (a stale .libs/$b of an older build may remain).
+	if head -c 2 "$BUILD/$b" | grep -q '#!'; then
+		cp "$BUILD/.libs/$b" "$DEST/bin/$b"
+	else
+		cp "$BUILD/$b" "$DEST/bin/$b"
+	fi
 done
 cp -L "$BUILD"/.libs/libkvtier.so.0 "$DEST/lib/"
 for b in "$DEST"/bin/*; do

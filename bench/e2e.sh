@@ -8,6 +8,7 @@
 # a carried folder (bench/carry.sh build/plain .devcarry); results in OUT.
 #
 #   bench/e2e.sh [CARRY-DIR]     LENGTHS=2048,8192,32768 REPEATS=5 L1=24GiB L2=16GiB
+#   E2E_FLAGS=--deterministic bench/e2e.sh    (torch's deterministic algorithms)
 set -u
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 . "$SRC/bench/lib.sh"
@@ -22,7 +23,7 @@ trap 'kvtierd_stop; rm -rf "$DIR"' EXIT
 kvtierd_start "$D/bin/kvtierd" "$DIR" --l1-size "${L1:-24GiB}" --l2-path "$DIR/l2" \
 	--l2-size "${L2:-16GiB}" || exit 1
 PORT=$(kvtierd_port "$DIR/log")
-ARGS="--socket $DIR/kvtierd.sock --lengths ${LENGTHS:-2048,8192,32768} --repeats ${REPEATS:-5}"
+ARGS="--socket $DIR/kvtierd.sock --lengths ${LENGTHS:-2048,8192,32768} --repeats ${REPEATS:-5} ${E2E_FLAGS:-}"
 rc=0
 "$PY" "$SRC/bench/e2e_bench.py" store $ARGS >"$OUT/store.jsonl" 2>"$OUT/store.err" || rc=1
 cat "$OUT/store.jsonl"; tail -5 "$OUT/store.err"

@@ -161,8 +161,31 @@ def ttft_all(args, model):
             del restored
             cache = model.cache_cls()
             model(toks[:p], cache)
+            again = model.cache_cls()
+            model(toks[:p], again)
+            # Where bits could part: the restored KV against this process's own prefill,
+            # and that prefill against itself.
+            restored2, _ = s.restore(toks[:-1], model.cache_cls)
+            kv = [(cache.layers[i].keys, cache.layers[i].values) for i in range(model.layers)] \
+                if hasattr(cache, "layers") else None
+            if kv is not None:
+                out["kv_restored_equal_prefill"] = all(
+                    torch.equal(restored2.layers[i].keys, kv[i][0]) and
+                    torch.equal(restored2.layers[i].values, kv[i][1]) for i in range(model.layers))
+                out["prefill_deterministic"] = all(
+                    torch.equal(again.layers[i].keys, kv[i][0]) for i in range(model.layers))
+            del restored2, again
             wlogits, wtoks = greedy(model, cache, toks[p:])
             del cache
+            # The forward against itself: computed the same way once more.
+            cache = model.cache_cls()
+            model(toks[:p], cache)
+            w2logits, _ = greedy(model, cache, toks[p:])
+            del cache
+            out["recompute_twice_max_abs_diff"] = max(float((a - b).abs().max())
+                                                      for a, b in zip(w2logits, wlogits))
+            out["logits_max_abs_diff"] = max(float((a - b).abs().max())
+                                             for a, b in zip(logits, wlogits))
             out["bit_exact"] = got == p and rtoks == wtoks and all(
                 torch.equal(a, b) for a, b in zip(logits, wlogits))
             out["same_tokens"] = rtoks == wtoks
@@ -213,7 +236,12 @@ def main():
     ap.add_argument("--staging-chunks", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--l2-port", type=int, default=0, help="control-plane port: also from L2")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="torch.use_deterministic_algorithms (and cuBLAS's workspace config)")
     args = ap.parse_args()
+    if args.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
     args.lengths = [int(x) for x in args.lengths.split(",")]
     model = (Qwen3 if args.model == "qwen3-8b" else Tiny)(args.seed)
     store_all(args, model) if args.mode == "store" else ttft_all(args, model)

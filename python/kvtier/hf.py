@@ -9,8 +9,9 @@ duck-typed (`update(k, v, layer)`, and `layers[i].keys/.values` or
 The bytes move in libkvtier, not in Python: each (layer, K or V, head) row
 of the cache is one "layer" of a kvt_kv_layout with one plane, a chunk of
 tokens one block, so the pipeline's restore/gather kernels (GPU) or its host
-copy move whole chunks. A restored cache's tensors are views of the store's
-restore area, valid until the next restore (pass copy=True to own them)."""
+copy move whole chunks. A restored cache's tensors are contiguous copies of
+the store's restore area (copy=False: views of it, valid until the next
+restore)."""
 
 import torch
 
@@ -101,9 +102,10 @@ class PrefixStore:
         keys = key_chain(list(tokens), self.C)
         return self.loader.client.lookup(keys).hits * self.C if keys else 0
 
-    def restore(self, tokens, cache_cls, copy=False):
+    def restore(self, tokens, cache_cls, copy=True):
         """(a new cache_cls() holding the longest cached prefix of tokens, its length), or
-        (None, 0). A chunk that fails to load (a miss, a checksum failure) ends the prefix."""
+        (None, 0). A chunk that fails to load (a miss, a checksum failure) ends the prefix.
+        copy=False hands out views of the restore area (valid until the next restore)."""
         keys = key_chain(list(tokens), self.C)[:self.area[0][0].shape[2] // self.C]
         if not keys:
             return None, 0
