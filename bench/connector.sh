@@ -15,12 +15,11 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 D=${1:-$SRC/.devcarry}
 OUT=${OUT:-$(mktemp -d /tmp/kvtier-connector.XXXXXX)}
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export KVTIER_LIBRARY="$D/lib/libkvtier.so.0"
+carried_env "$D"
 PY=${PYTHON:-python3}
 DIR=$(mktemp -d /tmp/kvtier-connector-run.XXXXXX)
 trap 'kvtierd_stop; rm -rf "$DIR"' EXIT
-kvtierd_start "$D/bin/kvtierd" "$DIR" --l1-size "${L1:-24GiB}" || exit 1
+kvtierd_start "$BIN/kvtierd" "$DIR" --l1-size "${L1:-24GiB}" || exit 1
 ARGS="--socket $DIR/kvtierd.sock --requests ${REQUESTS:-8} --depth ${DEPTH:-4} --staging-blocks ${STAGING_BLOCKS:-16}"
 rc=0
 for mode in save load; do

@@ -15,12 +15,11 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 D=${1:-$SRC/.devcarry}
 OUT=${OUT:-$(mktemp -d /tmp/kvtier-e2e.XXXXXX)}
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export KVTIER_LIBRARY="$D/lib/libkvtier.so.0"
+carried_env "$D"
 PY=${PYTHON:-python3}
 DIR=$(mktemp -d /var/tmp/kvtier-e2e-run.XXXXXX)
 trap 'kvtierd_stop; rm -rf "$DIR"' EXIT
-kvtierd_start "$D/bin/kvtierd" "$DIR" --l1-size "${L1:-24GiB}" --l2-path "$DIR/l2" \
+kvtierd_start "$BIN/kvtierd" "$DIR" --l1-size "${L1:-24GiB}" --l2-path "$DIR/l2" \
 	--l2-size "${L2:-16GiB}" || exit 1
 PORT=$(kvtierd_port "$DIR/log")
 ARGS="--socket $DIR/kvtierd.sock --lengths ${LENGTHS:-2048,8192,32768} --repeats ${REPEATS:-5} ${E2E_FLAGS:-}"

@@ -30,3 +30,11 @@ kvtierd_stop() {
 	wait "$PID" 2>/dev/null
 	PID=
 }
+
+# carried_env DIR: binaries, libraries and libkvtier from a folder of bench/carry.sh
+# (the GPU machine has none of our packages); sets BIN.
+carried_env() {
+	BIN=$1/bin
+	export LD_LIBRARY_PATH="$1/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	export KVTIER_LIBRARY="$1/lib/libkvtier.so.0"
+}

@@ -168,6 +168,16 @@ def serve_and_save(eng, req, ids):
     assert saves == {req.request_id}
 
 
+def load_and_check(eng, saved, dst):
+    """A new request with saved's 24-token prompt: 2 chunks hit, loaded into dst, exact."""
+    b = Request("b", range(24))
+    assert eng.sched.get_num_new_matched_tokens(b, 0) == (16, True)
+    eng.sched.update_state_after_alloc(b, blocks(dst), 16)
+    eng.step()
+    assert eng.finish()[1] == {"b"}
+    check_loaded(eng, saved, dst, 4)
+
+
 def test_stand_in_matches_the_reference():
     """Every method the reference names exists on the stand-in (and on the connector, but
     the hybrid-model mixin's, which kvtier refuses); the copy is the workspace's file."""
@@ -307,14 +317,7 @@ def test_tensor_parallel_two_workers(daemon):
     try:
         a = Request("a", range(24))
         serve_and_save(eng, a, list(range(6)))
-        b = Request("b", range(24))
-        assert eng.sched.get_num_new_matched_tokens(b, 0) == (16, True)
-        ids = list(range(40, 46))
-        eng.sched.update_state_after_alloc(b, blocks(ids), 16)
-        eng.step()
-        _, loads = eng.finish()
-        assert loads == {"b"}
-        check_loaded(eng, a, ids, 4)  # each rank its own bytes
+        load_and_check(eng, a, list(range(40, 46)))  # each rank its own bytes
     finally:
         eng.close()
 
@@ -337,13 +340,7 @@ def test_layouts_and_mla(daemon, layout, mla, cross):
             assert eng.finish()[0] == {"a"}
         else:
             serve_and_save(eng, a, ids)
-        b = Request("b", range(24))
-        assert eng.sched.get_num_new_matched_tokens(b, 0) == (16, True)
-        dst = list(range(50, 56))
-        eng.sched.update_state_after_alloc(b, blocks(dst), 16)
-        eng.step()
-        assert eng.finish()[1] == {"b"}
-        check_loaded(eng, a, dst, 4)
+        load_and_check(eng, a, list(range(50, 56)))
     finally:
         eng.close()
 
@@ -377,12 +374,6 @@ def test_cpu_torch_tensors(daemon):
     try:
         a = Request("a", range(24))
         serve_and_save(eng, a, list(range(6)))
-        b = Request("b", range(24))
-        assert eng.sched.get_num_new_matched_tokens(b, 0) == (16, True)
-        dst = list(range(10, 16))
-        eng.sched.update_state_after_alloc(b, blocks(dst), 16)
-        eng.step()
-        assert eng.finish()[1] == {"b"}
-        check_loaded(eng, a, dst, 4)
+        load_and_check(eng, a, list(range(10, 16)))
     finally:
         eng.close()
