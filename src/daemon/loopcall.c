@@ -45,7 +45,14 @@ int loopcall_open(struct loopcall *lc, struct loop *loop)
 	pthread_cond_init(&lc->done, NULL);
 	lc->queue = NULL;
 	lc->closed = false;
-	return loop_add(loop, &lc->src, EPOLLIN);
+	int err = loop_add(loop, &lc->src, EPOLLIN);
+	if (err) {
+		close(lc->src.fd);
+		lc->src.fd = -1;
+		pthread_cond_destroy(&lc->done);
+		pthread_mutex_destroy(&lc->lock);
+	}
+	return err;
 }
 
 void loopcall_shutdown(struct loopcall *lc)
