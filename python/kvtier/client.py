@@ -98,8 +98,8 @@ class ShmBuffer:
 class Pending:
     """An asynchronous request: what must outlive it until its completion is taken."""
 
-    def __init__(self, id, kind, keep, result):
-        self.id, self.kind, self.keep, self.result = id, kind, keep, result
+    def __init__(self, keep, result):
+        self.keep, self.result = keep, result
 
 
 class Client:
@@ -238,7 +238,7 @@ class Client:
     def _submit(self, fn, what, lane, *args, keep, result):
         rid = ctypes.c_uint64()
         check(fn(self._c, lane, *args, ctypes.byref(rid)), what)
-        self.pending[(lane, rid.value)] = Pending(rid.value, what, keep, result)
+        self.pending[(lane, rid.value)] = Pending(keep, result)
         return rid.value
 
     def submit_store(self, buffer, blocks, lane=0):

@@ -103,17 +103,17 @@ class KVLayout:
         return cls(shape[0], g[0], g[1], g[2], g[3], bases, g[4], g[5])
 
 
+def _kv_copy(fn, what, layout, staging_ptr, block_ids, stream):
+    ids = (ctypes.c_int32 * len(block_ids))(*block_ids)
+    check(fn(ctypes.byref(layout.c), ctypes.c_void_p(staging_ptr), ids, len(block_ids),
+             ctypes.c_void_p(stream or 0)), what)
+
+
 def kv_restore(layout, staging_ptr, block_ids, stream=None):
     """Restores blocks from contiguous staging (GPU) into the cache's block_ids."""
-    ids = (ctypes.c_int32 * len(block_ids))(*block_ids)
-    rc = lib.kvt_kv_restore(ctypes.byref(layout.c), ctypes.c_void_p(staging_ptr), ids,
-                            len(block_ids), ctypes.c_void_p(stream or 0))
-    check(rc, "kv_restore")
+    _kv_copy(lib.kvt_kv_restore, "kv_restore", layout, staging_ptr, block_ids, stream)
 
 
 def kv_gather(layout, staging_ptr, block_ids, stream=None):
     """Gathers the cache's block_ids into contiguous staging (GPU)."""
-    ids = (ctypes.c_int32 * len(block_ids))(*block_ids)
-    rc = lib.kvt_kv_gather(ctypes.byref(layout.c), ctypes.c_void_p(staging_ptr), ids,
-                           len(block_ids), ctypes.c_void_p(stream or 0))
-    check(rc, "kv_gather")
+    _kv_copy(lib.kvt_kv_gather, "kv_gather", layout, staging_ptr, block_ids, stream)

@@ -4,6 +4,7 @@ through a staging pool, finished requests collected with their failed
 blocks. What the vLLM connector's worker drives. Imports no torch."""
 
 import ctypes
+import errno
 
 from . import _lib
 from ._lib import lib
@@ -86,7 +87,7 @@ class Pipeline:
     def wait_finished(self, load, timeout_ms=-1):
         """True once a finished request of the direction waits to be collected; False on timeout."""
         rc = lib.kvt_pipeline_wait_finished(self._p, 1 if load else 0, timeout_ms)
-        if rc == -110:
+        if rc == -errno.ETIMEDOUT:
             return False
         check(rc, "wait_finished")
         return True
@@ -94,7 +95,7 @@ class Pipeline:
     def drain(self, timeout_ms=-1):
         """True once every submitted request has finished; False on timeout."""
         rc = lib.kvt_pipeline_drain(self._p, timeout_ms)
-        if rc == -110:
+        if rc == -errno.ETIMEDOUT:
             return False
         check(rc, "drain")
         return True

@@ -10,7 +10,7 @@ is free of side effects; only publishable blocks are saved."""
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .keys import chunk_block_ids, chunk_keys
 from .meta import LoadSpec, SaveSpec, StepMeta
@@ -28,7 +28,6 @@ class RequestState:
     loading: bool = False       # sent, not reported finished
     skip_save: bool = False
     answered_for: int = -1      # num_computed_tokens the answer was for
-    stats: dict = field(default_factory=dict)
 
 
 class SchedulerSide:
