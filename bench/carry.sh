@@ -20,9 +20,12 @@ for b in kvtierd kvtier-bench test_gpu kvtier-gpu-bench kvtier-pipeline-bench kv
 		cp "$BUILD/$b" "$DEST/bin/$b"
 	fi
 done
+# The disk's ceiling for bench/lib.sh's disk_ceiling, where fio is missing.
+CEIL=$(dirname "$0")/../../shared/tools/ceilings/uring_read.c
+[ -f "$CEIL" ] && gcc -O2 -static "$CEIL" -o "$DEST/bin/uring_read" -luring
 cp -L "$BUILD"/.libs/libkvtier.so.0 "$DEST/lib/"
 for b in "$DEST"/bin/*; do
-	LD_LIBRARY_PATH="$DEST/lib" ldd "$b" | awk '/=> \// {print $3}'
+	LD_LIBRARY_PATH="$DEST/lib" ldd "$b" 2>/dev/null | awk '/=> \// {print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
 	while read -r lib; do cp -L "$lib" "$DEST/lib/"; done
 ls "$DEST/bin" "$DEST/lib"

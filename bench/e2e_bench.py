@@ -1,16 +1,25 @@
 """e2e_bench.py — kvtier on a real model: time to first token restoring the
 prompt prefix from kvtierd against recomputing it, and the tokens bit-exact.
 
-  store   process A: for each N, prefill the chunk-aligned prefix of the first
-          N-1 tokens and save its KV (kvtier.hf)
-  ttft    process B, fresh: correctness (restored vs computed the same way,
-          bit for bit; vs one prefill of all N, within bf16 tolerance), then
-          TTFT medians of REPEATS: recompute (prefill N), kvtier from L1
-          (lookup + load + the rest of the prompt), and, with --l2, from L2
-          (L1 evicted before each repetition); the pinned H2D ceiling
+  store    process A: for each N, prefill the first N-1 tokens of a seeded
+           prompt and save their KV (kvtier.hf, a partial last chunk included);
+           with --l2-port, then evict L1 into L2
+  ttft     process B, fresh: correctness (the restored prefix, then the last
+           token and DECODE_STEPS greedy steps, against B computing the same
+           way, bit for bit; against one prefill of all N, within bf16
+           tolerance), then TTFT medians of REPEATS: recompute (one prefill of
+           N tokens) against kvtier (LOOKUP + load of N-1 tokens' KV into a
+           static cache + the one-token forward), from L1 and, with --l2-port,
+           from L2 (L1 evicted before each repetition); the pinned H2D ceiling
+  flip     (daemon stopped) flips one byte of chunk 2 of the first length's
+           prefix in the L2 file
+  corrupt  process C, after a restart on that file: the load stops at the
+           corrupt chunk (a miss), the rest is computed, the greedy tokens are
+           those of computing everything
 One JSON line per N on stdout. --model qwen3-8b (transformers, seeded random
-bf16 weights, sdpa) on the GPU machine; --model tiny (tests/python's CPU
-decoder) checks this script's flow anywhere."""
+bf16 weights, sdpa) on the GPU machine, where the one-token forward is a CUDA
+graph captured once per static cache (as serving engines capture decode);
+--model tiny (tests/python's CPU decoder, eager) checks this flow anywhere."""
 
 import argparse
 import json
@@ -25,9 +34,11 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
-from kvtier.hf import PrefixStore  # noqa: E402
+from kvtier.hf import PrefixStore, prefix_keys  # noqa: E402
 
 DECODE_STEPS = 16
+CORRUPT_CHUNK = 2
+VOCAB = {"qwen3-8b": 151936, "tiny": 101}
 
 
 class Qwen3:
@@ -35,28 +46,85 @@ class Qwen3:
 
     def __init__(self, seed):
         from transformers import DynamicCache, Qwen3Config, Qwen3ForCausalLM
-        cfg = Qwen3Config(vocab_size=151936, hidden_size=4096, intermediate_size=12288,
-                          num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
-                          head_dim=128, max_position_embeddings=40960, rope_theta=1000000.0,
-                          tie_word_embeddings=False)
-        cfg._attn_implementation = "sdpa"
+        self.cfg = Qwen3Config(vocab_size=151936, hidden_size=4096, intermediate_size=12288,
+                               num_hidden_layers=36, num_attention_heads=32,
+                               num_key_value_heads=8, head_dim=128,
+                               max_position_embeddings=40960, rope_theta=1000000.0,
+                               tie_word_embeddings=False)
+        self.cfg._attn_implementation = "sdpa"
         torch.manual_seed(seed)
         torch.set_default_dtype(torch.bfloat16)
         with torch.device("cuda"):
-            self.m = Qwen3ForCausalLM(cfg).eval()
+            self.m = Qwen3ForCausalLM(self.cfg).eval()
         torch.set_default_dtype(torch.float32)
         self.cache_cls = DynamicCache
         self.layers, self.kv_heads, self.head_dim = 36, 8, 128
-        self.dtype, self.device, self.vocab = torch.bfloat16, "cuda", cfg.vocab_size
+        self.dtype, self.device, self.vocab = torch.bfloat16, "cuda", self.cfg.vocab_size
 
     @torch.no_grad()
+    def forward(self, ids, cache, pos=None):
+        """The last position's logits (all of 32k would be 20 GB) of ids appended to cache
+        (at positions pos, a tensor, for a static cache)."""
+        x = ids if torch.is_tensor(ids) else torch.tensor([ids], device=self.device)
+        out = self.m(input_ids=x, past_key_values=cache, cache_position=pos, use_cache=True,
+                     logits_to_keep=1)
+        return out.logits[0, -1]
+
     def __call__(self, ids, cache):
-        x = torch.tensor([ids], device=self.device)
-        out = self.m(input_ids=x, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        return out.logits[0].float()  # the last position's only: all of 32k would be 20 GB
+        return self.forward(ids, cache).float()
+
+    def session(self, capacity):
+        return GraphSession(self, capacity)
 
     def sync(self):
         torch.cuda.synchronize()
+
+
+class GraphSession:
+    """A StaticCache of capacity tokens (the PrefixStore's area) and its one-token forward
+    captured as a CUDA graph; without a graph (capture refused), the same forward eagerly."""
+
+    def __init__(self, model, capacity):
+        from transformers import StaticCache
+        self.model = model
+        self.cache = StaticCache(config=model.cfg, max_cache_len=capacity)
+        self.ids = torch.zeros((1, 1), dtype=torch.long, device="cuda")
+        self.pos = torch.zeros(1, dtype=torch.long, device="cuda")
+        model.forward(self.ids, self.cache, self.pos)   # allocates the cache's tensors
+        self.area = [(lay.keys, lay.values) for lay in self.cache.layers]
+        self.graph, self.how = None, "eager"
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):                    # warm-up off the capture stream
+            for _ in range(3):
+                model.forward(self.ids, self.cache, self.pos)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                self.out = model.forward(self.ids, self.cache, self.pos)
+            self.graph, self.how = graph, "cuda_graph"
+        except RuntimeError as e:
+            print(f"e2e_bench: graph capture refused ({str(e)[:300]}); eager forward",
+                  file=sys.stderr)
+        torch.cuda.synchronize()
+
+    def step(self, token, pos, eager=False):
+        """The logits of token at position pos over the cache's first pos positions."""
+        if self.graph is None or eager:
+            return self.model.forward([token], self.cache,
+                                      torch.tensor([pos], device="cuda")).float()
+        self.ids.fill_(token)
+        self.pos.fill_(pos)
+        self.graph.replay()
+        return self.out.float()
+
+    def resume(self, start, ids):
+        """Computes ids at positions start.. (the rest eagerly, the last token by step)."""
+        if len(ids) > 1:
+            self.model.forward(ids[:-1], self.cache,
+                               torch.arange(start, start + len(ids) - 1, device="cuda"))
+        return self.step(ids[-1], start + len(ids) - 1)
 
 
 class Tiny:
@@ -66,59 +134,116 @@ class Tiny:
         self.cache_cls = MiniCache
         self.layers, self.kv_heads, self.head_dim = 3, 2, 16
         self.dtype, self.device, self.vocab = torch.float32, "cpu", 101
+        self.cfg = None
 
     def __call__(self, ids, cache):
-        return self.m(ids, cache)
+        return self.m(ids, cache)[-1]
+
+    def session(self, capacity):
+        return TinySession(self, capacity)
 
     def sync(self):
         pass
 
 
-def prompt(model, n, seed):
-    g = torch.Generator().manual_seed(seed + n)
-    return torch.randint(0, model.vocab, (n,), generator=g).tolist()
+class TinySession:
+    """GraphSession's interface on CPU: a plain area, the cache rebuilt from it on resume."""
+
+    how = "eager"
+
+    def __init__(self, model, capacity):
+        self.model = model
+        shape = (1, model.kv_heads, capacity, model.head_dim)
+        self.area = [(torch.zeros(shape), torch.zeros(shape)) for _ in range(model.layers)]
+
+    def resume(self, start, ids):
+        self.cache = self.model.cache_cls()
+        if start:
+            for i, (k, v) in enumerate(self.area):
+                self.cache.update(k[:, :, :start], v[:, :, :start], i)
+        return self.model(ids, self.cache)
+
+    def step(self, token, pos, eager=True):
+        return self.model([token], self.cache)
 
 
-def aligned(n, chunk):
-    return (n - 1) // chunk * chunk
+def prompt(args, n):
+    g = torch.Generator().manual_seed(args.seed + n)
+    return torch.randint(0, VOCAB[args.model], (n,), generator=g).tolist()
 
 
-def greedy(model, cache, ids):
-    logits = [model(ids, cache)[-1]]
-    toks = []
+def capacity(args, n):
+    """Tokens of a session's static cache: the prompt, the decode steps, whole chunks."""
+    return -(-(n + DECODE_STEPS + 1) // args.chunk) * args.chunk
+
+
+def greedy(sess, start, ids):
+    """Computes ids after a prefix of start tokens, then DECODE_STEPS greedy tokens:
+    (every step's logits, the tokens)."""
+    logits, toks = [sess.resume(start, ids)], []
+    pos = start + len(ids)
     for _ in range(DECODE_STEPS):
         toks.append(int(logits[-1].argmax()))
-        logits.append(model([toks[-1]], cache)[-1])
+        logits.append(sess.step(toks[-1], pos))
+        pos += 1
     return logits, toks
 
 
-def new_store(args, model):
+def kv_of(model, cache):
+    return [(cache.layers[i].keys, cache.layers[i].values) for i in range(model.layers)]
+
+
+def fill_area(sess, kv, n):
+    """A prefill's KV of n tokens into the session's area: computing it without kvtier."""
+    for (ak, av), (k, v) in zip(sess.area, kv):
+        ak[:, :, :n].copy_(k[:, :, :n])
+        av[:, :, :n].copy_(v[:, :, :n])
+
+
+def computed(model, sess, toks):
+    """B computing it the same way as A and the restored run: the prefill of all but the
+    last token (a DynamicCache, as A), its KV into the static cache, then greedy."""
+    cache = model.cache_cls()
+    model(toks[:-1], cache)
+    kv = kv_of(model, cache)
+    fill_area(sess, kv, len(toks) - 1)
+    return greedy(sess, len(toks) - 1, toks[-1:]), kv
+
+
+def new_store(args, model, area=None, max_tokens=0):
     return PrefixStore(args.socket, args.model, num_layers=model.layers,
                        num_kv_heads=model.kv_heads, head_dim=model.head_dim, dtype=model.dtype,
-                       device=model.device, chunk_tokens=args.chunk, max_tokens=max(args.lengths),
-                       staging_chunks=args.staging_chunks, depth=args.depth)
+                       device=model.device, chunk_tokens=args.chunk, max_tokens=max_tokens,
+                       staging_chunks=args.staging_chunks, depth=args.depth, area=area)
 
 
 def store_all(args, model):
-    with new_store(args, model) as s:
-        for n in args.lengths:
-            toks = prompt(model, n, args.seed)
-            p = aligned(n, args.chunk)
-            cache = model.cache_cls()
-            model(toks[:p], cache)
-            model.sync()
-            saved = s.save(toks[:p], cache)
-            print(json.dumps({"mode": "store", "tokens": n, "saved_tokens": saved}), flush=True)
-            del cache
+    for n in args.lengths:
+        toks = prompt(args, n)
+        cache = model.cache_cls()
+        model(toks[:-1], cache)
+        model.sync()
+        with new_store(args, model, max_tokens=n) as s:
+            saved = s.save(toks[:-1], cache)
+        print(json.dumps({"mode": "store", "tokens": n, "saved_tokens": saved}), flush=True)
+        del cache
+    if args.l2_port:
+        evict_l1(args.l2_port)  # all of it on disk for a restart
+
+
+def http(port, path, body=None):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                 method="POST" if body is not None else "GET",
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req) as r:
+        return json.load(r)
 
 
 def evict_l1(port):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/tiers/l1/evict", method="POST",
-                                 data=b'{"all": true}', headers={"Content-Type": "application/json"})
     for _ in range(10000):
-        done = json.load(urllib.request.urlopen(req))["complete"]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/stats") as r:
-            st = json.load(r)
+        done = http(port, "/v1/tiers/l1/evict", {"all": True})["complete"]
+        st = http(port, "/v1/stats")
         if done and st["l1"]["items"] == 0 and not st["l2"]["ios_inflight"] and \
                 not st["l2"]["ios_queued"]:
             return
@@ -140,93 +265,137 @@ def h2d_ceiling(nbytes):
     return best
 
 
-def timed(model, fn):
-    model.sync()
-    t = time.perf_counter()
-    fn()
-    model.sync()
-    return time.perf_counter() - t
+def timed(model, fn, repeats):
+    out = []
+    for _ in range(repeats):
+        model.sync()
+        t = time.perf_counter()
+        fn()
+        model.sync()
+        out.append(time.perf_counter() - t)
+    return round(statistics.median(out) * 1e3, 2)
+
+
+def max_diff(a, b):
+    return max(float((x - y).abs().max()) for x, y in zip(a, b))
+
+
+def check(model, s, sess, toks, out):
+    """Correctness: the restored prefix and the logits after it, bit for bit."""
+    p = len(toks) - 1
+    got = s.load(toks[:-1])
+    out["restored_tokens"] = got
+    logits, rtoks = greedy(sess, got, toks[got:])
+    (wlogits, wtoks), kv = computed(model, sess, toks)
+    # The captured forward against the same forward run eagerly, at the last prompt token.
+    out["graph_vs_eager_max_abs_diff"] = float((sess.step(toks[-1], p, eager=True) -
+                                                wlogits[0]).abs().max())
+    got2 = s.load(toks[:-1])
+    out["kv_restored_equal_prefill"] = got2 == p and all(
+        torch.equal(ak[:, :, :p], k) and torch.equal(av[:, :, :p], v)
+        for (ak, av), (k, v) in zip(sess.area, kv))
+    del kv
+    (w2logits, _), kv = computed(model, sess, toks)    # the forward against itself
+    del kv
+    out["recompute_twice_max_abs_diff"] = max_diff(w2logits, wlogits)
+    out["logits_max_abs_diff"] = max_diff(logits, wlogits)
+    out["same_tokens"] = rtoks == wtoks
+    out["bit_exact"] = got == p and out["same_tokens"] and all(
+        torch.equal(a, b) for a, b in zip(logits, wlogits))
+    one = model(toks, model.cache_cls())
+    out["one_pass_max_abs_diff"] = float((one - wlogits[0]).abs().max())
+    out["one_pass_same_first_token"] = int(one.argmax()) == wtoks[0]
+
+
+def time_it(args, model, s, sess, toks, out):
+    """TTFT: recompute against LOOKUP + load + the one-token forward; and its parts."""
+    p = len(toks) - 1
+
+    def from_kvtier():
+        n = s.load(toks[:-1])
+        sess.resume(n, toks[n:])
+
+    out["ttft_recompute_ms"] = timed(model, lambda: model(toks, model.cache_cls()), args.repeats)
+    out["ttft_l1_ms"] = timed(model, from_kvtier, args.repeats)
+    out["load_l1_ms"] = timed(model, lambda: s.load(toks[:-1]), args.repeats)
+    out["step_ms"] = timed(model, lambda: sess.step(toks[-1], p), args.repeats)
+    out["step_eager_ms"] = timed(model, lambda: sess.step(toks[-1], p, eager=True), args.repeats)
+    out["forward"] = sess.how
+    out["kv_bytes"] = kv_bytes = 2 * model.layers * model.kv_heads * model.head_dim * p * \
+        torch.tensor([], dtype=model.dtype).element_size()
+    if model.device == "cuda":
+        ceil = h2d_ceiling(kv_bytes)
+        out["h2d_ceiling_gbs"] = round(ceil, 2)
+        out["load_l1_gbs"] = round(kv_bytes / out["load_l1_ms"] / 1e6, 2)
+        out["load_l1_ratio"] = round(out["load_l1_gbs"] / ceil, 3)
+        out["l1_bound_ms"] = round(1.2 * kv_bytes / ceil / 1e6 + out["step_ms"], 2)
+    out["speedup_l1"] = round(out["ttft_recompute_ms"] / out["ttft_l1_ms"], 2)
+    if args.l2_port:
+        l2, load = [], []
+        for _ in range(args.repeats):
+            evict_l1(args.l2_port)
+            l2.append(timed(model, from_kvtier, 1))
+            evict_l1(args.l2_port)
+            load.append(timed(model, lambda: s.load(toks[:-1]), 1))
+        out["ttft_l2_ms"] = round(statistics.median(l2), 2)
+        out["load_l2_ms"] = round(statistics.median(load), 2)
+        out["load_l2_gbs"] = round(kv_bytes / out["load_l2_ms"] / 1e6, 2)
+        if args.disk_gbs:
+            out["disk_ceiling_gbs"] = args.disk_gbs
+            out["load_l2_ratio"] = round(out["load_l2_gbs"] / args.disk_gbs, 3)
+        out["speedup_l2"] = round(out["ttft_recompute_ms"] / out["ttft_l2_ms"], 2)
 
 
 def ttft_all(args, model):
-    with new_store(args, model) as s:
-        for n in args.lengths:
-            toks = prompt(model, n, args.seed)
-            p = aligned(n, args.chunk)
-            out = {"mode": "ttft", "tokens": n, "prefix_tokens": p}
-            # Correctness: restored, against computed the same way, against one prefill.
-            restored, got = s.restore(toks[:-1], model.cache_cls)
-            out["restored_tokens"] = got
-            logits, rtoks = greedy(model, restored, toks[got:])
-            del restored
-            cache = model.cache_cls()
-            model(toks[:p], cache)
-            again = model.cache_cls()
-            model(toks[:p], again)
-            # Where bits could part: the restored KV against this process's own prefill,
-            # and that prefill against itself.
-            restored2, _ = s.restore(toks[:-1], model.cache_cls)
-            kv = [(cache.layers[i].keys, cache.layers[i].values) for i in range(model.layers)] \
-                if hasattr(cache, "layers") else None
-            if kv is not None:
-                out["kv_restored_equal_prefill"] = all(
-                    torch.equal(restored2.layers[i].keys, kv[i][0]) and
-                    torch.equal(restored2.layers[i].values, kv[i][1]) for i in range(model.layers))
-                out["prefill_deterministic"] = all(
-                    torch.equal(again.layers[i].keys, kv[i][0]) for i in range(model.layers))
-            del restored2, again
-            wlogits, wtoks = greedy(model, cache, toks[p:])
-            del cache
-            # The forward against itself: computed the same way once more.
-            cache = model.cache_cls()
-            model(toks[:p], cache)
-            w2logits, _ = greedy(model, cache, toks[p:])
-            del cache
-            out["recompute_twice_max_abs_diff"] = max(float((a - b).abs().max())
-                                                      for a, b in zip(w2logits, wlogits))
-            out["logits_max_abs_diff"] = max(float((a - b).abs().max())
-                                             for a, b in zip(logits, wlogits))
-            out["bit_exact"] = got == p and rtoks == wtoks and all(
-                torch.equal(a, b) for a, b in zip(logits, wlogits))
-            out["same_tokens"] = rtoks == wtoks
-            one = model(toks, model.cache_cls())[-1]
-            out["one_pass_max_abs_diff"] = float((one - wlogits[0]).abs().max())
-            out["one_pass_same_first_token"] = int(one.argmax()) == wtoks[0]
-            # TTFT: recompute against restore + the rest of the prompt.
-            rec = [timed(model, lambda: model(toks, model.cache_cls())) for _ in range(args.repeats)]
-
-            def from_kvtier():
-                c, k = s.restore(toks[:-1], model.cache_cls)
-                model(toks[k:], c)
-
-            l1 = [timed(model, from_kvtier) for _ in range(args.repeats)]
-            out["ttft_recompute_ms"] = round(statistics.median(rec) * 1e3, 2)
-            out["ttft_l1_ms"] = round(statistics.median(l1) * 1e3, 2)
-            kv_bytes = 2 * model.layers * model.kv_heads * model.head_dim * p * \
-                torch.tensor([], dtype=model.dtype).element_size()
-            out["kv_bytes"] = kv_bytes
-            rest = [timed(model, lambda: model(toks[p:], model.cache_cls())) for _ in range(3)]
-            out["rest_forward_ms"] = round(statistics.median(rest) * 1e3, 2)
-            if model.device == "cuda":
-                ceil = h2d_ceiling(kv_bytes)
-                out["h2d_ceiling_gbs"] = round(ceil, 2)
-                out["l1_bound_ms"] = round((1.2 * kv_bytes / ceil / 1e9) * 1e3 +
-                                           out["rest_forward_ms"], 2)
-            out["speedup_l1"] = round(out["ttft_recompute_ms"] / out["ttft_l1_ms"], 2)
-            if args.l2_port:
-                l2 = []
-                for _ in range(args.repeats):
-                    evict_l1(args.l2_port)
-                    l2.append(timed(model, from_kvtier))
-                out["ttft_l2_ms"] = round(statistics.median(l2) * 1e3, 2)
-                out["speedup_l2"] = round(out["ttft_recompute_ms"] / out["ttft_l2_ms"], 2)
+    for n in args.lengths:
+        toks = prompt(args, n)
+        out = {"mode": "ttft", "tokens": n, "prefix_tokens": n - 1}
+        sess = model.session(capacity(args, n))
+        with new_store(args, model, sess.area) as s:
+            check(model, s, sess, toks, out)
+            if not args.no_timing:
+                time_it(args, model, s, sess, toks, out)
             out["store_stats"] = s.stats
-            print(json.dumps(out), flush=True)
+        print(json.dumps(out), flush=True)
+        del sess
+
+
+def flip(args):
+    """No model: a byte of the newest (and any older) record of the chunk, flipped."""
+    from l2file import flip_data_byte
+    key = prefix_keys(prompt(args, args.lengths[0])[:-1], args.chunk)[CORRUPT_CHUNK]
+    n = flip_data_byte(args.l2_file, key, args.l2_region_size)
+    print(json.dumps({"mode": "flip", "tokens": args.lengths[0], "chunk": CORRUPT_CHUNK,
+                      "records_flipped": n}), flush=True)
+    return n >= 1
+
+
+def corrupt(args, model):
+    """The load stops at the corrupt chunk; the rest computed gives the tokens of computing
+    it all; then the prefix is saved again, as a server would after recomputing."""
+    n = args.lengths[0]
+    toks = prompt(args, n)
+    sess = model.session(capacity(args, n))
+    with new_store(args, model, sess.area) as s:
+        got = s.load(toks[:-1])
+        logits, rtoks = greedy(sess, got, toks[got:])
+        (wlogits, wtoks), _ = computed(model, sess, toks)   # the area holds B's prefill
+        s.save(toks[:-1], sess.area)
+        stats = s.stats
+    l2 = http(args.l2_port, "/v1/stats")["l2"] if args.l2_port else {}
+    out = {"mode": "corrupt", "tokens": n, "restored_tokens": got,
+           "miss_at_corrupt_chunk": got == CORRUPT_CHUNK * args.chunk,
+           "checksum_failures": l2.get("checksum_failures"),
+           "recovery_dropped": l2.get("recovery_dropped"),
+           "same_tokens": rtoks == wtoks, "logits_max_abs_diff": max_diff(logits, wlogits),
+           "store_stats": stats}
+    print(json.dumps(out), flush=True)
+    return out["miss_at_corrupt_chunk"] and out["same_tokens"]
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["store", "ttft"])
+    ap.add_argument("mode", choices=["store", "ttft", "flip", "corrupt"])
     ap.add_argument("--socket", required=True)
     ap.add_argument("--model", default="qwen3-8b", choices=["qwen3-8b", "tiny"])
     ap.add_argument("--lengths", default="2048,8192,32768")
@@ -236,6 +405,11 @@ def main():
     ap.add_argument("--staging-chunks", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--l2-port", type=int, default=0, help="control-plane port: also from L2")
+    ap.add_argument("--l2-file", help="flip: the L2 file")
+    ap.add_argument("--l2-region-size", type=int, default=256 << 20)
+    ap.add_argument("--disk-gbs", type=float, default=0.0,
+                    help="the disk's read ceiling measured next to L2, for the L2 ratio")
+    ap.add_argument("--no-timing", action="store_true", help="ttft: the correctness checks only")
     ap.add_argument("--deterministic", action="store_true",
                     help="torch.use_deterministic_algorithms (and cuBLAS's workspace config)")
     args = ap.parse_args()
@@ -243,8 +417,11 @@ def main():
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)
     args.lengths = [int(x) for x in args.lengths.split(",")]
+    if args.mode == "flip":
+        sys.exit(0 if flip(args) else 1)
     model = (Qwen3 if args.model == "qwen3-8b" else Tiny)(args.seed)
-    store_all(args, model) if args.mode == "store" else ttft_all(args, model)
+    ok = {"store": store_all, "ttft": ttft_all, "corrupt": corrupt}[args.mode](args, model)
+    sys.exit(0 if ok is not False else 1)
 
 
 if __name__ == "__main__":

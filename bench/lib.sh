@@ -38,3 +38,19 @@ carried_env() {
 	export LD_LIBRARY_PATH="$1/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	export KVTIER_LIBRARY="$1/lib/libkvtier.so.0"
 }
+
+# disk_ceiling DIR MIB: prints "GB/s source", the disk's O_DIRECT random reads of
+# 18 MiB blocks at queue depth 32 on a MIB-MiB file in DIR (fio, else the
+# ceilings tool uring_read that bench/carry.sh builds); nothing without either.
+disk_ceiling() {
+	if command -v fio >/dev/null; then
+		fio --name=c --filename="$1/fio" --size="$2"M --rw=randread --bs=18874368 --iodepth=32 \
+			--ioengine=io_uring --direct=1 --output-format=json 2>/dev/null |
+			python3 -c 'import json,sys; print("%.2f fio" % (json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"]/1e9))'
+		rm -f "$1/fio"
+	elif [ -x "${BIN:-}/uring_read" ]; then
+		"$BIN/uring_read" "$1/uring" "$2" 2>&1 |
+			sed -n 's/^read bs= *18432KiB qd=32: .* rand \([0-9.]*\) GB\/s.*/\1 uring_read/p'
+		rm -f "$1/uring"
+	fi
+}

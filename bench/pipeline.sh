@@ -46,19 +46,6 @@ WORK=$(mktemp -d "$DISK/kvtier-pipeline.XXXXXX")
 trap 'kvtierd_stop; rm -rf "$WORK"' EXIT
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) CPUs, $MODE, $REQUESTS requests of $TOKENS tokens, concurrency $CONCURRENCY, working set $((WS / MIB)) MiB, L2 on $DISK ($(df --output=source,fstype "$DISK" | tail -1))"
 
-disk_ceiling() { # prints "GB/s source": O_DIRECT random reads at the block size, queue depth 32
-	if command -v fio >/dev/null; then
-		fio --name=c --filename="$WORK/fio" --size=4G --rw=randread --bs=$BLOCK --iodepth=32 \
-			--ioengine=io_uring --direct=1 --output-format=json 2>/dev/null |
-			python3 -c 'import json,sys; print("%.2f fio" % (json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"]/1e9))'
-		rm -f "$WORK/fio"
-	elif [ -x "$BIN/uring_read" ]; then
-		"$BIN/uring_read" "$WORK/uring" 4096 2>&1 |
-			sed -n 's/^read bs= *18432KiB qd=32: .* rand \([0-9.]*\) GB\/s.*/\1 uring_read/p'
-		rm -f "$WORK/uring"
-	fi
-}
-
 for m in $MODES; do
 	rm -rf "$WORK/run" "$WORK/l2"
 	mkdir -p "$WORK/run"
@@ -91,7 +78,7 @@ if l2:
            l2["victims_dropped_behind"]))'
 	kvtierd_stop
 	if [ "$m" = evict ]; then
-		set -- $(disk_ceiling)
+		set -- $(disk_ceiling "$WORK" 4096)
 		if [ $# -eq 2 ]; then
 			tail -n 1 "$WORK/bench.out" | python3 -c '
 import json, sys

@@ -1,26 +1,44 @@
 """hf.py — prefix caching for Hugging Face transformers across processes: a
-prompt's KV (a DynamicCache: per layer K and V of shape (1, kv_heads,
-tokens, head_dim)) saved into kvtierd by chunks of tokens keyed by the token
-prefix (kvt_key_chain), and the longest cached prefix restored into a fresh
-cache. Imports torch (this is kvtier's torch helper); the cache is
-duck-typed (`update(k, v, layer)`, and `layers[i].keys/.values` or
-`key_cache`/`value_cache` to read), so no transformers import either.
+prompt's KV (per layer K and V of shape (1, kv_heads, tokens, head_dim), as
+in a DynamicCache or a StaticCache) saved into kvtierd by chunks of tokens
+keyed by the token prefix (kvt_key_chain), and the longest cached prefix
+loaded back, to the token. Imports torch (this is kvtier's torch helper);
+caches are duck-typed (`update(k, v, layer)`, and `layers[i].keys/.values`
+or `key_cache`/`value_cache` to read), so no transformers import either.
 
 The bytes move in libkvtier, not in Python: each (layer, K or V, head) row
-of the cache is one "layer" of a kvt_kv_layout with one plane, a chunk of
-tokens one block, so the pipeline's restore/gather kernels (GPU) or its host
-copy move whole chunks. A restored cache's tensors are contiguous copies of
-the store's restore area (copy=False: views of it, valid until the next
-restore)."""
+of the store's area is one "layer" of a kvt_kv_layout with one plane, a
+chunk of tokens one block, so the pipeline's restore/gather kernels (GPU) or
+its host copy move whole chunks. The area is the store's own tensors, or the
+caller's (a StaticCache's, so a load lands where the model reads it).
+
+Keys: chunk i of a prompt is keyed by the chain over its whole chunks; a
+partial last chunk of r tokens is keyed by key_chain_next(the last whole
+chunk's key, its r tokens + [TAIL_MARK]) and stored as a whole chunk's
+block, zero past r, so a prefix comes back to the token."""
 
 import torch
 
-from .client import key_chain
+from .client import key_chain, key_chain_next
 from .layout import KVLayout
 from .pipeline import Pipeline
 
+TAIL_MARK = -1  # no token id is negative: a tail key never equals a whole chunk's
+
+
+def prefix_keys(tokens, chunk_tokens):
+    """The keys of tokens: one per whole chunk, then one for a partial last chunk."""
+    tokens = list(tokens)
+    keys = key_chain(tokens, chunk_tokens)
+    tail = tokens[len(keys) * chunk_tokens:]
+    if tail:
+        keys.append(key_chain_next(keys[-1] if keys else None, tail + [TAIL_MARK]))
+    return keys
+
 
 def _layer_kv(cache, i):
+    if isinstance(cache, (list, tuple)):
+        return cache[i]
     if hasattr(cache, "layers"):
         return cache.layers[i].keys, cache.layers[i].values
     return cache.key_cache[i], cache.value_cache[i]
@@ -28,7 +46,7 @@ def _layer_kv(cache, i):
 
 def rows_layout(kv, num_heads, head_dim, chunk_tokens):
     """The layout of per-layer (K, V) tensors of shape (1, heads, tokens, head_dim): a row per
-    (layer, K|V, head), a block per chunk of tokens."""
+    (layer, K|V, head), a block per whole chunk of tokens."""
     bases = []
     tokens = None
     for k, v in kv:
@@ -47,28 +65,43 @@ def rows_layout(kv, num_heads, head_dim, chunk_tokens):
 
 
 class PrefixStore:
-    """Save and restore prompt prefixes of one model in kvtierd."""
+    """Save and load prompt prefixes of one model in kvtierd, through one area.
+
+    area: per layer (K, V) tensors of shape (1, kv_heads, capacity, head_dim) that
+    loads land in and saves leave from (a StaticCache's layers, say); None makes the
+    store's own, of max_tokens rounded up to a chunk. Prefixes up to the area's whole
+    chunks are kept."""
 
     def __init__(self, socket_path, model_id, *, num_layers, num_kv_heads, head_dim, dtype,
                  device="cpu", chunk_tokens=128, max_tokens=32768, staging_chunks=16, depth=2,
-                 cache_salt=None):
-        self.socket, self.salt = socket_path, cache_salt
+                 cache_salt=None, area=None):
         self.L, self.H, self.D, self.C = num_layers, num_kv_heads, head_dim, chunk_tokens
         self.device = torch.device(device)
         self.gpu = self.device.type == "cuda"
-        self.opts = dict(cache_salt=cache_salt, gpu=self.gpu, device=self.device.index or 0,
-                         depth=depth, buffer_blocks=staging_chunks)
-        shape = (1, num_kv_heads, max_tokens - max_tokens % chunk_tokens, head_dim)
-        self.area = [(torch.empty(shape, dtype=dtype, device=self.device),
-                      torch.empty(shape, dtype=dtype, device=self.device))
-                     for _ in range(num_layers)]
-        layout = rows_layout(self.area, num_kv_heads, head_dim, chunk_tokens)
+        if area is None:
+            shape = (1, num_kv_heads, -(-max_tokens // chunk_tokens) * chunk_tokens, head_dim)
+            area = [(torch.zeros(shape, dtype=dtype, device=self.device),
+                     torch.zeros(shape, dtype=dtype, device=self.device))
+                    for _ in range(num_layers)]
+        if len(area) != num_layers:
+            raise ValueError(f"kvtier.hf: an area of {len(area)} layers for {num_layers}")
+        self.area = area
+        layout = rows_layout(area, num_kv_heads, head_dim, chunk_tokens)
+        self.blocks = layout.num_blocks
         self.model = f"{model_id}#hf-L{num_layers}H{num_kv_heads}D{head_dim}{dtype}C{chunk_tokens}"
-        self.loader = Pipeline(socket_path, self.model, layout, **self.opts)
+        self.pipeline = Pipeline(socket_path, self.model, layout, cache_salt=cache_salt,
+                                 gpu=self.gpu, device=self.device.index or 0, depth=depth,
+                                 buffer_blocks=staging_chunks)
+        self._req = 0
         self.stats = {"saved_tokens": 0, "restored_tokens": 0, "failed_chunks": 0}
 
+    @property
+    def capacity(self):
+        """The most tokens of a prefix the area holds."""
+        return self.blocks * self.C
+
     def close(self):
-        self.loader.close()
+        self.pipeline.close()
 
     def __enter__(self):
         return self
@@ -80,49 +113,72 @@ class PrefixStore:
         if self.gpu:
             torch.cuda.synchronize(self.device)
 
+    def _transfer(self, load, keys):
+        """Moves keys' chunks between kvtierd and the area's first chunks; the chunks that
+        came through before the first failure."""
+        self._req += 1
+        submit = self.pipeline.submit_load if load else self.pipeline.submit_store
+        submit(self._req, keys, list(range(len(keys))))
+        self.pipeline.drain()
+        (f,) = self.pipeline.finished(load=load)
+        self.stats["failed_chunks"] += len(f.failed)
+        return min(f.failed) if f.failed else len(keys)
+
     def save(self, tokens, cache):
-        """Stores the whole chunks of tokens' KV from cache; returns the tokens stored."""
-        keys = key_chain(list(tokens), self.C)
+        """Stores the KV of tokens, a partial last chunk included: the first len(tokens)
+        positions of cache (a cache, or per-layer (K, V) pairs like the area), through the
+        area; returns the tokens stored. A tail block holds zeros past its tokens, or,
+        when cache is the area itself, what the area holds there."""
+        tokens = list(tokens)[:self.capacity]
+        keys = prefix_keys(tokens, self.C)
         if not keys:
             return 0
-        kv = [_layer_kv(cache, i) for i in range(self.L)]
-        layout = rows_layout(kv, self.H, self.D, self.C)
-        n = min(len(keys), layout.num_blocks)
-        self._sync()  # the forward pass that wrote the cache is done
-        with Pipeline(self.socket, self.model, layout, **self.opts) as p:
-            p.submit_store(1, keys[:n], list(range(n)))
-            p.drain()
-            (f,) = p.finished(load=False)
-        stored = n - len(f.failed) if not f.failed else min(f.failed)
-        self.stats["saved_tokens"] += stored * self.C
-        return stored * self.C
+        n = len(tokens)
+        for i, (ak, av) in enumerate(self.area):
+            for dst, src in zip((ak, av), _layer_kv(cache, i)):
+                if src.shape[2] < n:
+                    raise ValueError(f"kvtier.hf: layer {i} holds {src.shape[2]} tokens, "
+                                     f"fewer than the {n} to save")
+                if src.data_ptr() != dst.data_ptr():
+                    dst[:, :, :n].copy_(src[:, :, :n])
+                    dst[:, :, n:len(keys) * self.C].zero_()  # a tail block past its tokens
+        self._sync()  # the forward pass that wrote the cache, and the copies, are done
+        good = self._transfer(False, keys)
+        stored = min(good * self.C, n)
+        self.stats["saved_tokens"] += stored
+        return stored
+
+    def _keys(self, tokens):
+        return prefix_keys(list(tokens)[:self.capacity], self.C)
 
     def cached_tokens(self, tokens):
-        """Tokens of tokens' prefix kvtierd holds (whole chunks; a LOOKUP, no lease)."""
-        keys = key_chain(list(tokens), self.C)
-        return self.loader.client.lookup(keys).hits * self.C if keys else 0
+        """Tokens of tokens' prefix kvtierd holds (a LOOKUP, no lease)."""
+        tokens = list(tokens)
+        keys = self._keys(tokens)
+        return min(self.pipeline.client.lookup(keys).hits * self.C, len(tokens)) if keys else 0
+
+    def load(self, tokens):
+        """Loads the longest cached prefix of tokens into the area's first positions and
+        returns its length (0: nothing cached). Whole chunks land: a tail chunk also writes
+        the area's positions after the prefix up to the chunk's end. A chunk that fails to
+        load (a miss, a checksum failure) ends the prefix: the caller computes the rest."""
+        tokens = list(tokens)
+        keys = self._keys(tokens)
+        hits = self.pipeline.client.lookup(keys).hits if keys else 0
+        if not hits:
+            return 0
+        n = min(self._transfer(True, keys[:hits]) * self.C, len(tokens))
+        self.stats["restored_tokens"] += n
+        return n
 
     def restore(self, tokens, cache_cls, copy=True):
         """(a new cache_cls() holding the longest cached prefix of tokens, its length), or
-        (None, 0). A chunk that fails to load (a miss, a checksum failure) ends the prefix.
-        copy=False hands out views of the restore area (valid until the next restore)."""
-        keys = key_chain(list(tokens), self.C)[:self.area[0][0].shape[2] // self.C]
-        if not keys:
+        (None, 0). copy=False hands out views of the area (valid until the next load or save)."""
+        n = self.load(tokens)
+        if not n:
             return None, 0
-        hits = self.loader.client.lookup(keys).hits
-        if not hits:
-            return None, 0
-        self.loader.submit_load(1, keys[:hits], list(range(hits)))
-        self.loader.drain()
-        (f,) = self.loader.finished(load=True)
-        good = min(f.failed) if f.failed else hits
-        self.stats["failed_chunks"] += len(f.failed)
-        if not good:
-            return None, 0
-        n = good * self.C
         cache = cache_cls()
         for i, (k, v) in enumerate(self.area):
             k, v = k[:, :, :n], v[:, :, :n]
             cache.update(k.clone() if copy else k, v.clone() if copy else v, i)
-        self.stats["restored_tokens"] += n
         return cache, n

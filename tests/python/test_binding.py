@@ -1,7 +1,6 @@
 """test_binding.py — the kvtier package over libkvtier against a real kvtierd:
 every call, byte-exact data, exact error codes, counters that moved."""
 
-import ctypes
 import errno
 import os
 

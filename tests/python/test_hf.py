@@ -4,14 +4,14 @@ logits and tokens of computing the same way; a corrupted L2 block is a miss
 and a recompute, never other tokens."""
 
 import json
-import os
 import time
 import urllib.request
 
 import pytest
 import torch
 
-from kvtier.hf import PrefixStore
+from kvtier.hf import PrefixStore, prefix_keys
+from l2file import flip_data_byte
 from tiny_decoder import MiniCache, TinyDecoder, greedy
 
 C = 16              # tokens per chunk
@@ -28,25 +28,29 @@ def store(socket):
 
 
 def canonical(model, tokens, cache=None, start=0):
-    """The schedule both processes use: the chunk-aligned prefix of all but the last token
-    in one prefill (skipped when restored: start), then the rest, then greedy decoding."""
-    p = (len(tokens) - 1) // C * C
+    """The schedule both processes use: all but the last token in one prefill (from start
+    when a prefix of start tokens was restored), then the last token, then greedy decoding."""
     cache = cache or MiniCache()
-    if start < p:
-        model(tokens[start:p], cache)
-    return greedy(model, cache, tokens[p:], STEPS), cache
+    if start < len(tokens) - 1:
+        model(tokens[start:-1], cache)
+    return greedy(model, cache, tokens[-1:], STEPS), cache
 
 
-def test_restore_is_bit_exact(daemon):
-    model = TinyDecoder()
-    tokens = prompt(4 * C + 7)
-    p = (len(tokens) - 1) // C * C
-    # "Process A": the prefix prefill, saved.
-    with store(daemon.socket) as a:
+def saved_by_a(socket, model, tokens):
+    """ "Process A": the prefill of all but the last token, saved; its cache."""
+    with store(socket) as a:
         cache = MiniCache()
-        model(tokens[:p], cache)
-        assert a.save(tokens[:p], cache) == p
-    # "Process B": a fresh store and cache; the prefix restored, the rest computed.
+        model(tokens[:-1], cache)
+        assert a.save(tokens[:-1], cache) == len(tokens) - 1
+    return cache
+
+
+def test_restore_is_bit_exact_to_the_token(daemon):
+    model = TinyDecoder()
+    tokens = prompt(4 * C + 7)       # 4 whole chunks and a tail of 6 before the last token
+    cache = saved_by_a(daemon.socket, model, tokens)
+    p = len(tokens) - 1
+    # "Process B": a fresh store and cache; the prefix restored, the last token computed.
     with store(daemon.socket) as b:
         assert b.cached_tokens(tokens[:-1]) == p
         restored, n = b.restore(tokens[:-1], MiniCache)
@@ -55,6 +59,7 @@ def test_restore_is_bit_exact(daemon):
             assert torch.equal(restored.layers[i].keys, cache.layers[i].keys[:, :, :p])
             assert torch.equal(restored.layers[i].values, cache.layers[i].values[:, :, :p])
         (logits, toks), _ = canonical(model, tokens, restored, start=n)
+        assert b.stats == {"saved_tokens": 0, "restored_tokens": p, "failed_chunks": 0}
     (want_logits, want_toks), _ = canonical(model, tokens)
     assert toks == want_toks
     for got, want in zip(logits, want_logits):
@@ -63,6 +68,43 @@ def test_restore_is_bit_exact(daemon):
     one = model(tokens, MiniCache())[-1]
     assert torch.allclose(one, want_logits[0], atol=1e-4, rtol=1e-4)
     assert int(one.argmax()) == want_toks[0]
+
+
+def test_a_tail_serves_only_its_own_tokens(daemon):
+    model = TinyDecoder()
+    tokens = prompt(4 * C + 7)
+    saved_by_a(daemon.socket, model, tokens)
+    with store(daemon.socket) as b:
+        other_tail = tokens[:4 * C + 5] + [(tokens[4 * C + 5] + 1) % 101]
+        longer = tokens[:-1] + prompt(C, seed=9)   # the tail is now inside a whole chunk
+        shorter = tokens[:4 * C + 3]
+        for t in (other_tail, longer, shorter):
+            assert b.cached_tokens(t) == 4 * C
+            assert b.load(t) == 4 * C
+        assert b.load(tokens[:4 * C]) == 4 * C      # no tail: the whole chunks
+        assert b.load(tokens[:-1]) == len(tokens) - 1
+
+
+def test_loads_land_in_the_callers_area(daemon):
+    model = TinyDecoder()
+    tokens = prompt(3 * C + 4, seed=3)
+    cache = saved_by_a(daemon.socket, model, tokens)
+    p = len(tokens) - 1
+    area = [(torch.full((1, 2, 4 * C, 16), 7.0), torch.full((1, 2, 4 * C, 16), 7.0))
+            for _ in range(3)]
+    with PrefixStore(daemon.socket, "tiny", num_layers=3, num_kv_heads=2, head_dim=16,
+                     dtype=torch.float32, chunk_tokens=C, area=area) as b:
+        assert b.capacity == 4 * C
+        assert b.load(tokens[:-1]) == p
+    for i, (k, v) in enumerate(area):
+        assert torch.equal(k[:, :, :p], cache.layers[i].keys)
+        assert torch.equal(v[:, :, :p], cache.layers[i].values)
+        assert torch.count_nonzero(k[:, :, p:4 * C]) == 0   # the tail block's zeros
+    # The wrong shape of area is refused by name.
+    with pytest.raises(ValueError, match="is not"):
+        PrefixStore(daemon.socket, "tiny", num_layers=3, num_kv_heads=2, head_dim=16,
+                    dtype=torch.float32, chunk_tokens=C,
+                    area=[(torch.zeros(1, 3, C, 16), torch.zeros(1, 3, C, 16))] * 3)
 
 
 def settle_l2(d):
@@ -79,12 +121,7 @@ def test_corrupt_l2_block_is_a_miss_then_a_recompute(make_daemon, tmp_path):
     d = make_daemon("--l2-path", l2, "--l2-size", "64MiB", "--l2-region-size", "8MiB")
     model = TinyDecoder()
     tokens = prompt(6 * C + 3, seed=2)
-    p = (len(tokens) - 1) // C * C
-    with store(d.socket) as a:
-        cache = MiniCache()
-        model(tokens[:p], cache)
-        assert a.save(tokens[:p], cache) == p
-        chunk2 = cache.layers[0].keys[0, 0, 2 * C:3 * C].numpy().tobytes()
+    saved_by_a(d.socket, model, tokens)
     # Everything to L2, then one byte of chunk 2's record flipped on disk.
     req = urllib.request.Request(f"http://127.0.0.1:{d.port}/v1/tiers/l1/evict", method="POST",
                                  data=json.dumps({"all": True}).encode(),
@@ -97,30 +134,15 @@ def test_corrupt_l2_block_is_a_miss_then_a_recompute(make_daemon, tmp_path):
     assert d.stats()["l1"]["items"] == 0
     # A restart: the blocks are read from the disk, not from the open region's buffer.
     assert d.stop() == 0
-    raw = bytearray(open(l2, "rb").read())
-    at = raw.find(chunk2)
-    assert at >= 0
-    raw[at + 5] ^= 0x40
-    with open(l2, "r+b") as f:
-        f.seek(at + 5)
-        f.write(bytes([raw[at + 5]]))
-        f.flush()
-        os.fsync(f.fileno())
+    assert flip_data_byte(l2, prefix_keys(tokens[:-1], C)[2], 8 << 20) == 1
     d = make_daemon("--l2-path", l2, "--l2-size", "64MiB", "--l2-region-size", "8MiB")
     with store(d.socket) as b:
         restored, n = b.restore(tokens[:-1], MiniCache)
         assert n == 2 * C              # chunks 0 and 1 only: chunk 2 is corrupt
-        logits, toks = greedy_from(model, tokens, restored, n)
+        (logits, toks), _ = canonical(model, tokens, restored, start=n)
     l2s = d.stats()["l2"]
     # Found by the scan at start (dropped) or by the read's checksum (a miss).
     assert l2s["recovery_dropped"] + l2s["checksum_failures"] >= 1
     (want_logits, want_toks), _ = canonical(model, tokens)
     assert toks == want_toks           # never other tokens
 
-
-def greedy_from(model, tokens, cache, n):
-    """The rest of the prompt after a restore of n tokens, computed, then decoding."""
-    p = (len(tokens) - 1) // C * C
-    if n < p:
-        model(tokens[n:p], cache)
-    return greedy(model, cache, tokens[p:], STEPS)
