@@ -32,7 +32,7 @@ static void insert(struct l1 *l1, const struct kvt_ns *ns, uint64_t n, uint32_t 
 {
 	struct kvt_key k = key_of(n);
 	struct l1_ref ref;
-	int rc = l1_store_begin(l1, ns, &k, 0, len, &ref);
+	int rc = l1_store_begin(l1, ns, &k, 0, len, 0, &ref);
 	if (rc)
 		die("store", rc);
 	memcpy(ref.data, &n, sizeof(n));

@@ -156,11 +156,11 @@ static int policy_on_loop(void *arg)
 
 static json_t *policy_json(const struct policy_values *p)
 {
-	return json_pack("{s:s,s:{s:{s:f,s:f}},s:I,s:I}", "mode", p->evict ? "evict" : "l1-only",
-			 "tiers", "l1",
-			 "high_watermark", p->high, "low_watermark", p->low, "lease_max_ms",
-			 (json_int_t)p->lease_max_ms, "lease_default_ms",
-			 (json_int_t)p->lease_default_ms);
+	return json_pack("{s:s,s:{s:{s:f,s:f}},s:I,s:I,s:I}", "mode",
+			 p->evict ? "evict" : "l1-only", "tiers", "l1", "high_watermark", p->high,
+			 "low_watermark", p->low, "lease_max_ms", (json_int_t)p->lease_max_ms,
+			 "lease_default_ms", (json_int_t)p->lease_default_ms, "store_wait_ms",
+			 (json_int_t)p->store_wait_ms);
 }
 
 static int get_policy(struct http_ctx *ctx, json_t **out, struct api_error *err)

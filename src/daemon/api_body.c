@@ -111,16 +111,18 @@ static int take_watermarks(json_t *body, struct policy_values *p, struct api_err
 	return 0;
 }
 
-static int take_leases(json_t *body, struct policy_values *p, struct api_error *err)
+/* The millisecond keys, each an integer in min..LEASE_MAX_MS_LIMIT. */
+static int take_ms(json_t *body, struct policy_values *p, struct api_error *err)
 {
-	static const char *const keys[] = {"lease_max_ms", "lease_default_ms"};
-	uint32_t *fields[] = {&p->lease_max_ms, &p->lease_default_ms};
-	for (int i = 0; i < 2; i++) {
+	static const char *const keys[] = {"lease_max_ms", "lease_default_ms", "store_wait_ms"};
+	static const int min[] = {1, 1, 0};
+	uint32_t *fields[] = {&p->lease_max_ms, &p->lease_default_ms, &p->store_wait_ms};
+	for (int i = 0; i < 3; i++) {
 		json_t *v = json_object_get(body, keys[i]);
-		if (v && (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		if (v && (!json_is_integer(v) || json_integer_value(v) < min[i] ||
 			  json_integer_value(v) > LEASE_MAX_MS_LIMIT))
-			return api_fail(err, 400, "invalid_field", "%s: must be an integer in 1..%d",
-					keys[i], LEASE_MAX_MS_LIMIT);
+			return api_fail(err, 400, "invalid_field", "%s: must be an integer in %d..%d",
+					keys[i], min[i], LEASE_MAX_MS_LIMIT);
 		if (v)
 			*fields[i] = (uint32_t)json_integer_value(v);
 	}
@@ -129,10 +131,11 @@ static int take_leases(json_t *body, struct policy_values *p, struct api_error *
 
 int api_parse_policy(json_t *body, bool have_l2, struct policy_values *p, struct api_error *err)
 {
-	static const char *const top[] = {"mode", "tiers", "lease_max_ms", "lease_default_ms", NULL};
+	static const char *const top[] = {"mode", "tiers", "lease_max_ms", "lease_default_ms",
+					  "store_wait_ms", NULL};
 	if (need_object(body, err) || api_only_keys(body, "", top, err) ||
 	    take_mode(body, have_l2, p, err) || take_watermarks(body, p, err) ||
-	    take_leases(body, p, err))
+	    take_ms(body, p, err))
 		return -1;
 	switch (kvtd_check_rules(p->high, p->low, p->lease_default_ms, p->lease_max_ms)) {
 	case KVTD_RULE_WATERMARK_ORDER:

@@ -141,7 +141,8 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struc
 	dp->loop = loop;
 	dp->batch_hook.run = after_batch;
 	dp->l1 = l1;
-	dp->tiering = (struct tiering){.l1 = l1, .stats = &dp->stats};
+	dp->tiering = (struct tiering){.l1 = l1, .stats = &dp->stats,
+				       .store_wait_ms = cfg->store_wait_ms};
 	dp->namespaces = namespaces;
 	dp->copy = copy;
 	dp->gpu_copy = gpu_copy;

@@ -32,6 +32,7 @@ struct dp_config {
 	uint32_t max_connections;
 	uint32_t max_leases_per_client;
 	uint32_t lease_default_ms;
+	uint32_t store_wait_ms;
 	uint32_t max_namespaces_per_client;
 	uint64_t namespace_l1_quota;  /* what a new namespace gets; 0: none */
 	uint64_t namespace_l2_quota;

@@ -91,7 +91,15 @@
 	X(bytes_stored, COUNTER, "", "", \
 	  "Bytes stored by STORE requests.") \
 	X(bytes_loaded, COUNTER, "", "", \
-	  "Bytes copied out by LOAD requests.")
+	  "Bytes copied out by LOAD requests.") \
+	X(store_waits, COUNTER, "kvtier_store_waits_total", "", \
+	  "STORE blocks that waited for the writer: a slot needed a dirty item evicted.") \
+	X(store_wait_us, COUNTER, "kvtier_store_wait_microseconds_total", "", \
+	  "Time STORE blocks spent waiting for the writer.") \
+	X(store_wait_timeouts, COUNTER, "kvtier_store_wait_timeouts_total", "", \
+	  "STORE blocks that waited past store-wait-ms, then evicted a dirty item.") \
+	X(store_waiting, GAUGE, "kvtier_store_waiting_blocks", "", \
+	  "STORE blocks waiting for the writer now.")
 
 #define DP_HIST_BUCKETS 16
 /* Upper bounds in seconds; the last bucket is +Inf. */

@@ -19,8 +19,18 @@ struct l1_part {
 	uint8_t state;
 };
 
-/* An unpinned item is on two LRU lists: every item's, and its namespace's. */
-enum lru_list { LRU_ALL, LRU_NS, LRU_LISTS };
+/*
+ * An unpinned item is on two LRU lists, every item's and its namespace's, and
+ * on a third, the dirty list, while it is complete and dirty.
+ */
+enum lru_list { LRU_ALL, LRU_NS, LRU_DIRTY, LRU_LISTS };
+
+/* Where a complete item stands with the lower tier. */
+enum item_write {
+	ITEM_DIRTY,     /* not handed down yet */
+	ITEM_CLEAN,     /* handed down (or promoted from it) */
+	ITEM_REFUSED,   /* the lower tier would not take it: not retried */
+};
 
 struct lru_links {
 	struct l1_item *prev, *next;
@@ -33,6 +43,8 @@ struct l1_item {
 	uint32_t pins;
 	uint16_t nparts;
 	uint16_t nstored;
+	uint8_t write;              /* enum item_write, once complete */
+	bool on_dirty;              /* linked on LRU_DIRTY */
 	struct l1_part parts[];
 };
 
@@ -66,36 +78,60 @@ static struct l1_item **list_end(struct l1 *l1, struct l1_item *it, enum lru_lis
 {
 	if (which == LRU_ALL)
 		return tail ? &l1->lru_tail : &l1->lru_head;
+	if (which == LRU_DIRTY)
+		return tail ? &l1->dirty_tail : &l1->dirty_head;
 	struct kvt_ns *ns = (struct kvt_ns *)it->ns;
 	return tail ? &ns->l1_lru_tail : &ns->l1_lru_head;
 }
 
+static bool item_complete(const struct l1_item *it);
+
+static void list_unlink(struct l1 *l1, struct l1_item *it, enum lru_list w)
+{
+	struct lru_links *l = &it->lru[w];
+	if (l->prev)
+		l->prev->lru[w].next = l->next;
+	else
+		*list_end(l1, it, w, false) = l->next;
+	if (l->next)
+		l->next->lru[w].prev = l->prev;
+	else
+		*list_end(l1, it, w, true) = l->prev;
+	l->prev = l->next = NULL;
+}
+
+static void list_push_head(struct l1 *l1, struct l1_item *it, enum lru_list w)
+{
+	struct l1_item **head = list_end(l1, it, w, false);
+	it->lru[w] = (struct lru_links){NULL, *head};
+	if (*head)
+		(*head)->lru[w].prev = it;
+	else
+		*list_end(l1, it, w, true) = it;
+	*head = it;
+}
+
+static void dirty_unlink(struct l1 *l1, struct l1_item *it)
+{
+	if (it->on_dirty)
+		list_unlink(l1, it, LRU_DIRTY);
+	it->on_dirty = false;
+}
+
 static void lru_unlink(struct l1 *l1, struct l1_item *it)
 {
-	for (enum lru_list w = LRU_ALL; w < LRU_LISTS; w++) {
-		struct lru_links *l = &it->lru[w];
-		if (l->prev)
-			l->prev->lru[w].next = l->next;
-		else
-			*list_end(l1, it, w, false) = l->next;
-		if (l->next)
-			l->next->lru[w].prev = l->prev;
-		else
-			*list_end(l1, it, w, true) = l->prev;
-		l->prev = l->next = NULL;
-	}
+	list_unlink(l1, it, LRU_ALL);
+	list_unlink(l1, it, LRU_NS);
+	dirty_unlink(l1, it);
 }
 
 static void lru_push_head(struct l1 *l1, struct l1_item *it)
 {
-	for (enum lru_list w = LRU_ALL; w < LRU_LISTS; w++) {
-		struct l1_item **head = list_end(l1, it, w, false);
-		it->lru[w] = (struct lru_links){NULL, *head};
-		if (*head)
-			(*head)->lru[w].prev = it;
-		else
-			*list_end(l1, it, w, true) = it;
-		*head = it;
+	list_push_head(l1, it, LRU_ALL);
+	list_push_head(l1, it, LRU_NS);
+	if (item_complete(it) && it->write == ITEM_DIRTY) {
+		list_push_head(l1, it, LRU_DIRTY);
+		it->on_dirty = true;
 	}
 }
 
@@ -112,6 +148,31 @@ static void lru_touch(struct l1 *l1, struct l1_item *it)
 static bool item_complete(const struct l1_item *it)
 {
 	return it->nstored == it->nparts;
+}
+
+/* The data bytes of a complete item. */
+static uint64_t item_bytes(const struct l1_item *it)
+{
+	uint64_t n = 0;
+	for (uint16_t r = 0; r < it->nparts; r++)
+		n += it->parts[r].length;
+	return n;
+}
+
+static bool item_dirty(const struct l1_item *it)
+{
+	return item_complete(it) && it->write == ITEM_DIRTY;
+}
+
+/* A dirty item leaves that state: clean or refused (it is unpinned or pinned). */
+static void item_set_written(struct l1 *l1, struct l1_item *it, enum item_write w)
+{
+	if (!item_dirty(it))
+		return;
+	STAT_SUB(l1, dirty_items, 1);
+	STAT_SUB(l1, dirty_bytes, item_bytes(it));
+	dirty_unlink(l1, it);
+	it->write = (uint8_t)w;
 }
 
 static void item_pin(struct l1 *l1, struct l1_item *it)
@@ -138,6 +199,7 @@ static void item_free_part(struct l1 *l1, struct l1_item *it, struct l1_part *pa
 /* Removes an unpinned item from the index and LRU and frees it. */
 static void item_destroy(struct l1 *l1, struct l1_item *it)
 {
+	item_set_written(l1, it, ITEM_CLEAN); /* the gauges forget it */
 	if (item_complete(it))
 		STAT_SUB(l1, complete_items, 1);
 	for (uint16_t r = 0; r < it->nparts; r++)
@@ -196,9 +258,21 @@ static struct l1_item *item_create(struct l1 *l1, const struct kvt_ns *ns,
 
 /* --- eviction --- */
 
-static void offer_to_lower(struct l1 *l1, struct l1_item *it, enum l1_evict_reason reason)
+static bool lower_has_room(const struct l1 *l1)
 {
-	if (!l1->lower.take_victim || !item_complete(it))
+	return !l1->lower.has_room || l1->lower.has_room(l1->lower.ctx);
+}
+
+static bool has_lower(const struct l1 *l1)
+{
+	return l1->lower.take_victim != NULL;
+}
+
+/* Hands a complete item to the lower tier: as a victim (evicting) or written behind. */
+static void offer_to_lower(struct l1 *l1, struct l1_item *it, enum l1_evict_reason reason,
+			   bool evicting)
+{
+	if (!has_lower(l1) || !item_complete(it))
 		return;
 	const uint8_t *parts[KVT_TP_MAX];
 	uint32_t lengths[KVT_TP_MAX];
@@ -208,10 +282,11 @@ static void offer_to_lower(struct l1 *l1, struct l1_item *it, enum l1_evict_reas
 	}
 	struct l1_victim v = {
 		.ns = it->ns, .key = &it->entry.key, .nparts = it->nparts,
-		.parts = parts, .lengths = lengths, .reason = reason,
+		.parts = parts, .lengths = lengths, .reason = reason, .evicting = evicting,
 	};
 	l1->lower.take_victim(l1->lower.ctx, &v);
-	STAT_ADD(l1, victims_to_lower, 1);
+	if (evicting)
+		STAT_ADD(l1, victims_to_lower, 1);
 }
 
 static void count_eviction(struct l1 *l1, enum l1_evict_reason reason)
@@ -236,17 +311,61 @@ static uint64_t item_drop(struct l1 *l1, struct l1_item *it, enum l1_evict_reaso
 	return freed;
 }
 
-/* Evicts one unpinned item: the lower tier is offered it first. */
+/*
+ * Evicts one unpinned item: the lower tier is offered it first (it skips a
+ * clean one it still holds: no I/O).
+ */
 static uint64_t item_evict(struct l1 *l1, struct l1_item *it, enum l1_evict_reason reason)
 {
-	offer_to_lower(l1, it, reason);
+	if (has_lower(l1) && item_complete(it)) {
+		if (it->write == ITEM_CLEAN)
+			STAT_ADD(l1, evictions_clean, 1);
+		else
+			STAT_ADD(l1, evictions_dirty, 1);
+	}
+	offer_to_lower(l1, it, reason, true);
 	return item_drop(l1, it, reason);
 }
 
-static bool lower_has_room(const struct l1 *l1)
+/* Whether making room by evicting it would lose the write-behind a wait would give. */
+static bool evict_needs_wait(const struct l1 *l1, const struct l1_item *it)
 {
-	return !l1->lower.has_room || l1->lower.has_room(l1->lower.ctx);
+	return has_lower(l1) && item_dirty(it);
 }
+
+/* Whether reclaiming region r would evict a dirty item. */
+static bool region_has_dirty(struct l1 *l1, uint32_t r)
+{
+	uint32_t nslots;
+	for (uint32_t i = 0;; i++) {
+		struct l1_item *owner = arena_region_owner(&l1->arena, r, i, &nslots);
+		if (i >= nslots)
+			return false;
+		if (owner && owner->pins == 0 && evict_needs_wait(l1, owner))
+			return true;
+	}
+}
+
+unsigned l1_write_behind(struct l1 *l1, unsigned max)
+{
+	unsigned n = 0;
+	while (n < max && l1->dirty_tail && has_lower(l1) && lower_has_room(l1)) {
+		struct l1_item *it = l1->dirty_tail;
+		offer_to_lower(l1, it, L1_EVICT_WATERMARK, false);
+		bool held = l1->lower.contains &&
+			    l1->lower.contains(l1->lower.ctx, it->ns, &it->entry.key);
+		if (held) {
+			STAT_ADD(l1, written_behind, 1);
+			STAT_ADD(l1, written_behind_bytes, item_bytes(it));
+		} else {
+			STAT_ADD(l1, unwritable_items, 1);
+		}
+		item_set_written(l1, it, held ? ITEM_CLEAN : ITEM_REFUSED);
+		n++;
+	}
+	return n;
+}
+
 
 uint64_t l1_evict(struct l1 *l1, uint64_t bytes, enum l1_evict_reason reason)
 {
@@ -299,10 +418,11 @@ static const uint8_t *item_any_slot(const struct l1_item *it)
  * no free slot and no region is free, the LRU victim goes; if it is of
  * another class, so does every unpinned item sharing its region, which
  * frees the whole region for c. Every round removes at least the LRU tail,
- * so this ends.
+ * so this ends. With L1_STORE_WAIT_DIRTY, -EAGAIN before a dirty item would go.
  */
-static int make_room(struct l1 *l1, struct arena_class *c)
+static int make_room(struct l1 *l1, struct arena_class *c, unsigned flags)
 {
+	bool wait = flags & L1_STORE_WAIT_DIRTY;
 	uint64_t used = l1->arena.used_bytes;
 	if (l1->high_watermark < 1.0 && used + c->slot_size > l1->high_bytes)
 		l1_evict(l1, used + c->slot_size - l1->low_bytes, L1_EVICT_WATERMARK);
@@ -311,10 +431,16 @@ static int make_room(struct l1 *l1, struct arena_class *c)
 		if (!victim)
 			return -KVT_EALLPINNED;
 		const uint8_t *slot = item_any_slot(victim);
-		if (victim->ns->l1_class == c || !slot)
-			item_evict(l1, victim, L1_EVICT_CAPACITY);
+		bool whole_region = victim->ns->l1_class != c && slot;
+		uint32_t r = whole_region ? arena_region_index(&l1->arena, slot) : 0;
+		if (wait && (whole_region ? region_has_dirty(l1, r) : evict_needs_wait(l1, victim))) {
+			STAT_ADD(l1, store_waits, 1);
+			return -EAGAIN;
+		}
+		if (whole_region)
+			reclaim_region(l1, r);
 		else
-			reclaim_region(l1, arena_region_index(&l1->arena, slot));
+			item_evict(l1, victim, L1_EVICT_CAPACITY);
 	}
 	return 0;
 }
@@ -448,7 +574,7 @@ int l1_set_watermarks(struct l1 *l1, double high, double low)
 /* --- store and load --- */
 
 int l1_store_begin(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *key,
-		   uint16_t rank, uint32_t length, struct l1_ref *ref)
+		   uint16_t rank, uint32_t length, unsigned flags, struct l1_ref *ref)
 {
 	if (rank >= ns->tp_size)
 		return -EINVAL;
@@ -467,7 +593,7 @@ int l1_store_begin(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key 
 	item_pin(l1, it); /* keeps make_room from evicting the item we fill */
 	int err = fit_quota(l1, (struct kvt_ns *)ns, ns->l1_class->slot_size);
 	if (!err)
-		err = make_room(l1, ns->l1_class);
+		err = make_room(l1, ns->l1_class, flags);
 	void *slot = err ? NULL : arena_alloc(&l1->arena, ns->l1_class, it);
 	if (!slot) {
 		STAT_ADD(l1, store_failures, 1);
@@ -488,8 +614,14 @@ void l1_store_commit(struct l1 *l1, struct l1_ref *ref)
 {
 	struct l1_item *it = ref->item;
 	it->parts[ref->rank].state = PART_STORED;
-	if (++it->nstored == it->nparts)
+	if (++it->nstored == it->nparts) {
 		STAT_ADD(l1, complete_items, 1);
+		it->write = ref->clean ? ITEM_CLEAN : ITEM_DIRTY;
+		if (it->write == ITEM_DIRTY) {
+			STAT_ADD(l1, dirty_items, 1);
+			STAT_ADD(l1, dirty_bytes, item_bytes(it));
+		}
+	}
 	STAT_ADD(l1, parts_stored, 1);
 	STAT_ADD(l1, bytes_stored, ref->length);
 	item_unpin(l1, it);
@@ -738,6 +870,7 @@ static int verify_item(const struct l1 *l1, const struct l1_item *it,
 int l1_verify(const struct l1 *l1, const char **what)
 {
 	uint64_t items = 0, complete = 0, pinned = 0, slot_bytes = 0, in_lru = 0;
+	uint64_t dirty = 0, dirty_bytes = 0, dirty_unpinned = 0;
 	for (uint64_t b = 0; b <= l1->index.mask; b++) {
 		for (const struct index_entry *e = l1->index.buckets[b]; e; e = e->next) {
 			const struct l1_item *it = (const struct l1_item *)e;
@@ -747,6 +880,13 @@ int l1_verify(const struct l1 *l1, const char **what)
 			items++;
 			complete += item_complete(it);
 			pinned += it->pins > 0;
+			if (item_dirty(it)) {
+				dirty++;
+				dirty_bytes += item_bytes(it);
+				dirty_unpinned += it->pins == 0;
+			}
+			VERIFY(it->on_dirty == (item_dirty(it) && it->pins == 0),
+			       "an item's place on the dirty list disagrees with its state");
 		}
 	}
 	const struct l1_item *prev = NULL;
@@ -756,6 +896,14 @@ int l1_verify(const struct l1 *l1, const char **what)
 		in_lru++;
 	}
 	VERIFY(prev == l1->lru_tail, "the LRU tail is wrong");
+	uint64_t on_dirty = 0;
+	prev = NULL;
+	for (const struct l1_item *it = l1->dirty_head; it; prev = it, it = it->lru[LRU_DIRTY].next) {
+		VERIFY(it->lru[LRU_DIRTY].prev == prev, "the dirty list is broken");
+		on_dirty++;
+	}
+	VERIFY(prev == l1->dirty_tail, "the dirty list's tail is wrong");
+	VERIFY(on_dirty == dirty_unpinned, "the dirty list misses dirty items");
 	VERIFY(in_lru + pinned == items, "the LRU list misses unpinned items");
 	VERIFY(items == l1->index.count, "the index count is wrong");
 	VERIFY(slot_bytes == l1->arena.used_bytes, "used bytes differ from the slots held");
@@ -763,7 +911,8 @@ int l1_verify(const struct l1 *l1, const char **what)
 	struct l1_stats_snapshot s;
 	l1_stats_read(l1, &s);
 	VERIFY(s.items == items && s.complete_items == complete &&
-		       s.pinned_items == pinned && s.used_bytes == slot_bytes,
+		       s.pinned_items == pinned && s.used_bytes == slot_bytes &&
+		       s.dirty_items == dirty && s.dirty_bytes == dirty_bytes,
 	       "a gauge disagrees with the items");
 	return 0;
 }

@@ -10,6 +10,13 @@
  *
  * A lower tier (L2) plugs in with struct l1_lower_tier: it receives complete
  * victims before their slots are freed, and answers for keys L1 misses.
+ *
+ * Write-behind: a complete item is dirty (not yet handed to the lower tier)
+ * or clean (handed, or promoted from it). l1_write_behind hands dirty items
+ * down, LRU end first, without evicting them, so that the eviction end of
+ * L1 is normally clean; evicting a clean item the lower tier still holds
+ * costs no I/O, and a store that would evict a dirty one may be told to
+ * wait (L1_STORE_WAIT_DIRTY) instead of losing it.
  */
 #ifndef KVTD_L1_H
 #define KVTD_L1_H
@@ -66,6 +73,18 @@ const char *l1_evict_reason_name(enum l1_evict_reason reason);
 	  "Items evicted to keep their namespace within its L1 quota.") \
 	X(evicted_bytes, COUNTER, "", "", "Bytes of slots freed by eviction.") \
 	X(victims_to_lower, COUNTER, "", "", "Evicted items handed to the lower tier.") \
+	X(evictions_clean, COUNTER, "kvtier_l1_victims_total", "state=\"clean\"", \
+	  "L1 victims with a lower tier, by their state: clean (the lower tier had them).") \
+	X(evictions_dirty, COUNTER, "kvtier_l1_victims_total", "state=\"dirty\"", \
+	  "L1 victims not yet written behind: written at eviction, or dropped by L2.") \
+	X(written_behind, COUNTER, "kvtier_l1_written_behind_total", "", \
+	  "Dirty items handed to the lower tier by the writer (they stay in L1, clean).") \
+	X(written_behind_bytes, COUNTER, "kvtier_l1_written_behind_bytes_total", "", \
+	  "Data bytes of the items the writer handed to the lower tier.") \
+	X(unwritable_items, COUNTER, "", "", \
+	  "Dirty items the lower tier refused (too large, quota, off): not retried.") \
+	X(store_waits, COUNTER, "", "", \
+	  "Stores told to wait: making room would have evicted a dirty item.") \
 	X(leases_taken, COUNTER, "kvtier_leases_total", "event=\"taken\"", \
 	  "Leases, by how they began or ended.") \
 	X(leases_released, COUNTER, "kvtier_leases_total", "event=\"released\"", \
@@ -78,6 +97,10 @@ const char *l1_evict_reason_name(enum l1_evict_reason reason);
 	X(items, GAUGE, "kvtier_tier_items", "tier=\"l1\"", \
 	  "Items (blocks) held by a tier, complete or not.") \
 	X(complete_items, GAUGE, "", "", "Items with every part stored.") \
+	X(dirty_items, GAUGE, "kvtier_l1_dirty_items", "", \
+	  "Complete items not yet written to the lower tier.") \
+	X(dirty_bytes, GAUGE, "kvtier_l1_dirty_bytes", "", \
+	  "Data bytes of the dirty items: what a crash would lose now.") \
 	X(pinned_items, GAUGE, "kvtier_pins_active", "", "Items pinned by a copy or a lease.") \
 	X(leases_active, GAUGE, "kvtier_leases_active", "", "Leases held.")
 
@@ -100,6 +123,7 @@ struct l1_victim {
 	const uint8_t *const *parts;
 	const uint32_t *lengths;
 	enum l1_evict_reason reason;
+	bool evicting;             /* false: written behind, the item stays in L1 */
 };
 
 struct l1_lower_tier {
@@ -134,6 +158,8 @@ struct l1 {
 	struct index index;
 	struct l1_item *lru_head;  /* most recently used; unpinned items only */
 	struct l1_item *lru_tail;
+	struct l1_item *dirty_head;  /* the dirty unpinned items, in LRU order */
+	struct l1_item *dirty_tail;
 	uint64_t high_bytes, low_bytes;
 	double high_watermark, low_watermark;
 	struct l1_lower_tier lower;
@@ -153,7 +179,11 @@ struct l1_ref {
 	uint16_t rank;
 	uint8_t *data;
 	uint32_t length;
+	bool clean;                /* set before l1_store_commit: the lower tier's bytes (a promotion) */
 };
+
+/* l1_store_begin's flags. */
+#define L1_STORE_WAIT_DIRTY 1u /* -EAGAIN rather than evict a dirty item */
 
 int l1_init(struct l1 *l1, const struct l1_config *cfg);
 /* Frees everything; pins and leases must be gone (their holders are gone). */
@@ -190,10 +220,12 @@ void l1_set_max_lease(struct l1 *l1, uint32_t max_lease_ms);
  * for the caller), -EINVAL for a rank outside the TP size, -ERANGE when
  * length exceeds the block size or is 0, -KVT_EQUOTA when ns is at its
  * quota with all of it pinned, -KVT_EALLPINNED when no slot can be freed,
- * -ENOMEM when memory for the item cannot be had.
+ * -ENOMEM when memory for the item cannot be had; with L1_STORE_WAIT_DIRTY,
+ * -EAGAIN when a slot needs the eviction of a dirty item (nothing evicted:
+ * call again once l1_write_behind has cleaned the LRU end).
  */
 int l1_store_begin(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *key,
-		   uint16_t rank, uint32_t length, struct l1_ref *ref);
+		   uint16_t rank, uint32_t length, unsigned flags, struct l1_ref *ref);
 void l1_store_commit(struct l1 *l1, struct l1_ref *ref);
 void l1_store_abort(struct l1 *l1, struct l1_ref *ref);
 
@@ -227,6 +259,14 @@ int l1_lease_release(struct l1 *l1, uint64_t lease_id);
 unsigned l1_lease_expire(struct l1 *l1, uint64_t now_ms);
 /* When the next lease expires (UINT64_MAX when none). */
 uint64_t l1_lease_next_expiry(const struct l1 *l1);
+
+/*
+ * The writer: hands dirty unpinned items to the lower tier, LRU end first,
+ * while it has room (has_room), at most max of them; each becomes clean
+ * when the lower tier then holds it (else it is not retried: counted in
+ * unwritable_items). Returns how many were handed down.
+ */
+unsigned l1_write_behind(struct l1 *l1, unsigned max);
 
 /*
  * Evicts unpinned items, LRU first, until bytes are freed (all: UINT64_MAX).

@@ -74,15 +74,20 @@ const char *l2svc_state(const struct l2svc *s)
 }
 
 /*
- * Before the loop waits: completions are taken and what this round queued
- * goes to the kernel in one system call; while I/O is out the loop looks
+ * Before the loop waits: completions are taken, the writer hands dirty L1
+ * items down and waiting STOREs are retried (tiering_background), and what
+ * this round queued goes to the kernel; while I/O is out the loop looks
  * again within L2SVC_POLL_MS even without a wake-up from the ring's eventfd.
  */
 static void submit_queued(struct loop_hook *hook)
 {
 	struct l2svc *s = (struct l2svc *)((char *)hook - offsetof(struct l2svc, submit_hook));
+	l2_poll(&s->l2); /* completions first: they give the writer room */
+	int wait_ms = tiering_background(&s->dp->tiering, dp_now_ms());
 	if (l2_poll(&s->l2))
 		loop_wake_within(s->loop, L2SVC_POLL_MS);
+	if (wait_ms >= 0) /* a waiting STORE's bound */
+		loop_wake_within(s->loop, wait_ms);
 }
 
 void l2svc_set_evict(struct l2svc *s, bool evict)

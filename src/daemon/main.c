@@ -300,6 +300,7 @@ static int open_dataplane(struct kvtd *d)
 		.max_connections = (uint32_t)d->cfg.max_connections,
 		.max_leases_per_client = MAX_LEASES_PER_CLIENT,
 		.lease_default_ms = (uint32_t)d->cfg.lease_default_ms,
+		.store_wait_ms = (uint32_t)d->cfg.store_wait_ms,
 		.max_namespaces_per_client = (uint32_t)d->cfg.max_namespaces_per_client,
 		.namespace_l1_quota = d->cfg.namespace_l1_quota,
 		.namespace_l2_quota = d->cfg.namespace_l2_quota,

@@ -14,7 +14,8 @@ void policy_read(const struct policy *p, struct policy_values *out)
 	*out = (struct policy_values){
 		.evict = p->dp->tiering.evict, .high = p->l1->high_watermark,
 		.low = p->l1->low_watermark, .lease_max_ms = p->l1->max_lease_ms,
-		.lease_default_ms = p->dp->lease_default_ms, .log_level = kvt_log_get_level(),
+		.lease_default_ms = p->dp->lease_default_ms,
+		.store_wait_ms = p->dp->tiering.store_wait_ms, .log_level = kvt_log_get_level(),
 	};
 }
 
@@ -45,6 +46,12 @@ static int apply_lease_default(struct policy *p, const struct policy_values *v)
 	return 0;
 }
 
+static int apply_store_wait(struct policy *p, const struct policy_values *v)
+{
+	p->dp->tiering.store_wait_ms = v->store_wait_ms;
+	return 0;
+}
+
 static int apply_log_level(struct policy *p, const struct policy_values *v)
 {
 	(void)p;
@@ -54,7 +61,8 @@ static int apply_log_level(struct policy *p, const struct policy_values *v)
 
 /* Every setting, applied alike whether it changed or not (applying one again is a no-op). */
 static int (*const setters[])(struct policy *p, const struct policy_values *v) = {
-	apply_mode, apply_watermarks, apply_lease_max, apply_lease_default, apply_log_level,
+	apply_mode, apply_watermarks, apply_lease_max, apply_lease_default, apply_store_wait,
+	apply_log_level,
 };
 
 int policy_apply(struct policy *p, const struct policy_values *next)
@@ -82,5 +90,6 @@ void policy_from_config(const struct kvtd_config *cfg, const struct policy_value
 	out->low = cfg->l1_low_watermark;
 	out->lease_max_ms = (uint32_t)cfg->lease_max_ms;
 	out->lease_default_ms = (uint32_t)cfg->lease_default_ms;
+	out->store_wait_ms = (uint32_t)cfg->store_wait_ms;
 	out->log_level = cfg->log_level;
 }

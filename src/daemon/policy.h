@@ -1,6 +1,7 @@
 /*
  * policy.h — what may change while kvtierd runs: the mode (evict or
- * l1-only), L1's watermarks, the lease limits and the log level. Each has
+ * l1-only), L1's watermarks, the lease limits, how long a STORE waits for
+ * the writer, and the log level. Each has
  * one apply function, and both ways in call the same ones: SIGHUP (the live
  * keys of the reread settings, settings.c's table says which) and
  * PUT /v1/policy (the body merged into what runs). The cross-field rules are
@@ -28,6 +29,7 @@ struct policy_values {
 	double high, low;          /* L1 watermarks */
 	uint32_t lease_max_ms;
 	uint32_t lease_default_ms;
+	uint32_t store_wait_ms;    /* a STORE's bound on waiting for the writer; 0: drop */
 	enum kvt_log_level log_level;
 };
 

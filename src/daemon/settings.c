@@ -95,6 +95,8 @@ static const struct option_def options[] = {
 	 "SIZE", "L2 region size, the largest item L2 takes and the unit it reclaims; 0: l2-size/32 within 8 MiB..256 MiB"},
 	{"l2-queue-depth", 0, OPT_UINT, OFF(l2_queue_depth), "64", NULL, 1, 4096, false, "N",
 	 "L2 reads and writes in flight at once (io_uring queue depth)"},
+	{"store-wait-ms", 0, OPT_UINT, OFF(store_wait_ms), "1000", NULL, 0, 3600000, true, "MS",
+	 "evict mode: how long a STORE block whose slot would evict a dirty L1 item (not yet written to L2) waits for the writer; past it the item is evicted and, if L2 is behind, dropped; 0: never wait (drop)"},
 	{"l2-write-buffers", 0, OPT_UINT, OFF(l2_write_buffers), "4", NULL, 2, 64, false, "N",
 	 "region-sized memory buffers L1 victims are written to L2 from: the burst of victims L2 takes before it drops them"},
 	{"web-dir", 0, OPT_PATH, OFF(web_dir), NULL,

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "dataplane.h" /* dp_now_ms */
 #include "owner_stats.h"
 #include "tiering.h"
 
@@ -16,7 +17,7 @@ void tier_xfer_init(struct tier_xfer *x, struct tiering *t, struct copy_engine *
 	x->tiering = t;
 	x->engine = engine;
 	x->store = store;
-	x->l2_pending = 1;
+	x->pending = 1;
 	x->blocks = blocks;
 	x->n = n;
 }
@@ -35,10 +36,10 @@ static bool read_through_on(const struct tiering *t)
 	return t->l2 && t->evict && l2_readable(t->l2);
 }
 
-/* The copies are all queued once the last L2 read is back: seal the batch. */
-static void l2_read_settled(struct tier_xfer *x)
+/* The copies are all queued once the last L2 read or wait is over: seal the batch. */
+static void block_settled(struct tier_xfer *x)
 {
-	if (--x->l2_pending == 0)
+	if (--x->pending == 0)
 		copy_batch_seal(x->engine, &x->batch);
 }
 
@@ -68,7 +69,7 @@ static void on_l2_read(struct l2_read *rd, int status)
 		l2_read_undo(x->tiering, b, -ENOENT);
 	else
 		l2_read_arrived(x, b);
-	l2_read_settled(x);
+	block_settled(x);
 }
 
 /*
@@ -92,7 +93,7 @@ static void load_from_l2(struct tiering *t, struct tier_xfer *x, struct tier_blo
 	}
 	uint64_t cap = arena_slot_size(ns->block_bytes);
 	uint8_t *dst;
-	if (l1_store_begin(t->l1, ns, key, rank, (uint32_t)len, &b->ref) == 0) {
+	if (l1_store_begin(t->l1, ns, key, rank, (uint32_t)len, 0, &b->ref) == 0) {
 		b->state = TIER_BLOCK_PROMOTING;
 		dst = b->ref.data;
 	} else if (posix_memalign((void **)&b->bounce, ARENA_SLOT_ALIGN, cap) == 0) {
@@ -109,17 +110,28 @@ static void load_from_l2(struct tiering *t, struct tier_xfer *x, struct tier_blo
 	else if (rc == 1) /* from a write buffer, copied already */
 		l2_read_arrived(x, b);
 	else
-		x->l2_pending++;
+		x->pending++;
 }
 
 /* --- issuing a block --- */
 
-static void store_block(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
-			const struct kvt_ns *ns, uint16_t rank, const struct kvt_key *key,
-			uint32_t length)
+/* Whether STOREs wait for the writer rather than evict a dirty item: evict mode, L2 writing. */
+static unsigned store_flags(const struct tiering *t)
 {
-	/* May evict L1 items (their victims to L2 in evict mode) to free a slot. */
-	int err = l1_store_begin(t->l1, ns, key, rank, length, &b->ref);
+	return t->l2 && t->evict && t->store_wait_ms && l2_writable(t->l2) ? L1_STORE_WAIT_DIRTY
+									    : 0;
+}
+
+/* May evict L1 items (their victims to L2 in evict mode) to free a slot. */
+static int store_begin(struct tiering *t, struct tier_block *b, unsigned flags)
+{
+	return l1_store_begin(t->l1, b->ns, &b->key, b->rank, b->length, flags, &b->ref);
+}
+
+/* The slot is had (or refused): the copy from staging starts. */
+static void store_started(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
+			  int err)
+{
 	if (err == -KVT_EQUOTA)
 		COUNT(t, rejected.quota);
 	if (err) {
@@ -127,8 +139,68 @@ static void store_block(struct tiering *t, struct tier_xfer *x, struct tier_bloc
 		return;
 	}
 	b->state = TIER_BLOCK_STORING;
+	copy_add(x->engine, &x->batch, b->ref.data, b->staging, b->length);
+}
+
+static void wait_push(struct tiering *t, struct tier_xfer *x, struct tier_block *b)
+{
+	b->state = TIER_BLOCK_WAITING;
+	b->wait_since_ms = dp_now_ms();
+	b->wait_next = NULL;
+	if (t->wait_tail)
+		t->wait_tail->wait_next = b;
+	else
+		t->wait_head = b;
+	t->wait_tail = b;
+	x->pending++;
+	COUNT(t, store_waits);
+	COUNT(t, store_waiting);
+}
+
+static void store_block(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
+			const struct kvt_ns *ns, uint16_t rank, const struct kvt_key *key,
+			uint32_t length)
+{
+	b->ns = ns;
+	b->key = *key;
+	b->rank = rank;
 	b->length = length;
-	copy_add(x->engine, &x->batch, b->ref.data, b->staging, length);
+	/* One that needs no dirty eviction goes ahead of the waiting ones. */
+	int err = store_begin(t, b, store_flags(t));
+	if (err == -EAGAIN)
+		wait_push(t, x, b);
+	else
+		store_started(t, x, b, err);
+}
+
+/* Retries the oldest waiting STORE: false while it must wait on. */
+static bool wait_retry(struct tiering *t, uint64_t now_ms)
+{
+	struct tier_block *b = t->wait_head;
+	bool late = now_ms - b->wait_since_ms >= t->store_wait_ms;
+	int err = store_begin(t, b, late ? 0 : store_flags(t));
+	if (err == -EAGAIN)
+		return false;
+	if ((t->wait_head = b->wait_next) == NULL)
+		t->wait_tail = NULL;
+	STATS_ADD(t->stats, store_waiting, -(uint64_t)1);
+	STATS_ADD(t->stats, store_wait_us, (now_ms - b->wait_since_ms) * 1000u);
+	if (late)
+		COUNT(t, store_wait_timeouts);
+	store_started(t, b->xfer, b, err);
+	block_settled(b->xfer);
+	return true;
+}
+
+int tiering_background(struct tiering *t, uint64_t now_ms)
+{
+	l1_write_behind(t->l1, UINT32_MAX);
+	while (t->wait_head && wait_retry(t, now_ms))
+		;
+	if (!t->wait_head)
+		return -1;
+	uint64_t waited = now_ms - t->wait_head->wait_since_ms;
+	return waited >= t->store_wait_ms ? 0 : (int)(t->store_wait_ms - waited);
 }
 
 static void load_block(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
@@ -170,7 +242,7 @@ void tier_block_issue(struct tiering *t, struct tier_xfer *x, uint32_t i, const 
 
 void tier_xfer_issued(struct tier_xfer *x)
 {
-	l2_read_settled(x);
+	block_settled(x);
 }
 
 /* --- finishing --- */
@@ -178,6 +250,7 @@ void tier_xfer_issued(struct tier_xfer *x)
 static void count_block(struct tiering *t, bool store, const struct tier_block *b)
 {
 	switch (b->state) {
+	case TIER_BLOCK_WAITING: /* never at the end: a waiting block holds its batch open */
 	case TIER_BLOCK_FAILED:
 		if (!store && b->status == -ENOENT)
 			COUNT(t, blocks_load_missing);
@@ -203,6 +276,7 @@ static void count_block(struct tiering *t, bool store, const struct tier_block *
 static void block_finish(struct tiering *t, bool store, struct tier_block *b, int32_t fault)
 {
 	bool written = b->state == TIER_BLOCK_STORING || b->state == TIER_BLOCK_PROMOTING;
+	b->ref.clean = b->state == TIER_BLOCK_PROMOTING; /* L2 holds what it promoted */
 	if (written && fault)
 		l1_store_abort(t->l1, &b->ref);
 	else if (written)

@@ -4,7 +4,9 @@
  * LOAD copies from L1, or, on an L1 miss in evict mode, reads the block from
  * L2 (read-through) into a new L1 slot it keeps (promotion) or, when no slot
  * can be had, into a bounce buffer; and L1's victims go to L2 through the
- * lower-tier hooks made here. The glue between the engines (l1.h, l2.h) and
+ * lower-tier hooks made here. In evict mode a STORE block whose slot would
+ * evict a dirty L1 item (not yet written behind) waits for the writer, up
+ * to store_wait_ms, in arrival order (tiering_background). The glue between the engines (l1.h, l2.h) and
  * the copy engine, as memcached's storage.c is: the engines know nothing of
  * each other or of clients, and this file knows no sockets or frames.
  *
@@ -29,6 +31,7 @@ enum tier_block_state {
 	TIER_BLOCK_LOADING,    /* an L1 part pinned, being copied to staging */
 	TIER_BLOCK_PROMOTING,  /* an L1 slot pinned, filled by an L2 read, then copied to staging */
 	TIER_BLOCK_BOUNCING,   /* an L2 read into a bounce buffer, then copied to staging */
+	TIER_BLOCK_WAITING,    /* a STORE waiting for the writer to clean L1's LRU end */
 };
 
 struct tier_xfer;
@@ -43,6 +46,12 @@ struct tier_block {
 	uint8_t *staging;          /* where an L2 read's bytes go once read */
 	struct tier_xfer *xfer;
 	struct l2_read rd;
+	/* A STORE's part, kept for a retry while WAITING. */
+	const struct kvt_ns *ns;
+	struct kvt_key key;
+	uint16_t rank;
+	uint64_t wait_since_ms;
+	struct tier_block *wait_next;
 };
 
 /* The blocks of one request, copied as one batch of one copy engine. */
@@ -51,7 +60,7 @@ struct tier_xfer {
 	struct tiering *tiering;
 	struct copy_engine *engine;
 	bool store;
-	uint32_t l2_pending;       /* L2 reads not back, +1 until every block is issued */
+	uint32_t pending;          /* L2 reads and waiting STOREs, +1 until every block is issued */
 	uint32_t n;
 	struct tier_block *blocks;
 };
@@ -70,7 +79,9 @@ struct tiering {
 	struct l1 *l1;
 	struct l2 *l2;             /* NULL without L2, or until it serves */
 	bool evict;
+	uint32_t store_wait_ms;    /* a STORE's bound on waiting for the writer; 0: drop at once */
 	struct dp_stats *stats;
+	struct tier_block *wait_head, *wait_tail;  /* WAITING blocks, oldest first */
 };
 
 /* Starts a transfer of n blocks (blocks zeroed by the caller) on engine. */
@@ -93,6 +104,14 @@ void tier_xfer_issued(struct tier_xfer *x);
  * block then fails with it, since which one faulted is not known).
  */
 int32_t tier_xfer_finish(struct tiering *t, struct tier_xfer *x);
+
+/*
+ * After each round of the loop: the writer hands dirty L1 items to L2 while
+ * it has room, then waiting STOREs are retried, oldest first (past their
+ * bound, they evict dirty items). Returns the ms until the oldest waiting
+ * STORE's bound (the loop must look again by then), or -1 when none waits.
+ */
+int tiering_background(struct tiering *t, uint64_t now_ms);
 
 /* L1's lower tier in evict mode: L2's hooks for victims, lookups and room. */
 struct l1_lower_tier tiering_lower_tier(struct l2 *l2);

@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct api_error err = {0};
 	int rc = 0;
 	if (which == 0) {
-		struct policy_values p = {have_l2, 0.95, 0.90, 30000, 5000, KVT_LOG_INFO};
+		struct policy_values p = {have_l2, 0.95, 0.90, 30000, 5000, 1000, KVT_LOG_INFO};
 		rc = api_parse_policy(body, have_l2, &p, &err);
 		if (rc == 0)
 			check_policy(&p, have_l2);

@@ -91,7 +91,7 @@ static int store(struct fixture *f, const struct kvt_ns *ns, uint64_t n, uint16_
 {
 	struct kvt_key k = test_key(n);
 	struct l1_ref ref;
-	int rc = l1_store_begin(&f->l1, ns, &k, rank, len, &ref);
+	int rc = l1_store_begin(&f->l1, ns, &k, rank, len, 0, &ref);
 	if (rc)
 		return rc;
 	test_fill(ref.data, len, n * 64 + rank);
@@ -155,9 +155,9 @@ L1_TEST(test_store_errors)
 {
 	struct kvt_key k = test_key(5);
 	struct l1_ref ref;
-	assert_int_equal(l1_store_begin(&f->l1, f->ns, &k, 1, 10, &ref), -EINVAL);
-	assert_int_equal(l1_store_begin(&f->l1, f->ns, &k, 0, 0, &ref), -ERANGE);
-	assert_int_equal(l1_store_begin(&f->l1, f->ns, &k, 0, BLOCK + 1, &ref), -ERANGE);
+	assert_int_equal(l1_store_begin(&f->l1, f->ns, &k, 1, 10, 0, &ref), -EINVAL);
+	assert_int_equal(l1_store_begin(&f->l1, f->ns, &k, 0, 0, 0, &ref), -ERANGE);
+	assert_int_equal(l1_store_begin(&f->l1, f->ns, &k, 0, BLOCK + 1, 0, &ref), -ERANGE);
 	assert_int_equal(l1_load_begin(&f->l1, f->ns, &k, 3, &ref), -EINVAL);
 	assert_int_equal(store(f, f->ns, 5, 0, BLOCK), 0);
 	/* A part stored twice is a no-op that reports -EEXIST. */
@@ -166,9 +166,9 @@ L1_TEST(test_store_errors)
 	assert_int_equal(stats(f).parts_stored, 1);
 	/* So is a store of a part still being written. */
 	k = test_key(6);
-	assert_int_equal(l1_store_begin(&f->l1, f->ns, &k, 0, BLOCK, &ref), 0);
+	assert_int_equal(l1_store_begin(&f->l1, f->ns, &k, 0, BLOCK, 0, &ref), 0);
 	struct l1_ref ref2;
-	assert_int_equal(l1_store_begin(&f->l1, f->ns, &k, 0, BLOCK, &ref2), -EEXIST);
+	assert_int_equal(l1_store_begin(&f->l1, f->ns, &k, 0, BLOCK, 0, &ref2), -EEXIST);
 	/* A block being written is not present yet. */
 	assert_int_equal(load_check(f, f->ns, 6, 0, BLOCK), -ENOENT);
 	l1_store_abort(&f->l1, &ref);
@@ -600,7 +600,7 @@ L1_TEST(test_random_fill_invariants)
 			 * first store: a later duplicate store is a no-op. */
 			struct kvt_key k = test_key(id);
 			struct l1_ref ref;
-			rc = l1_store_begin(&f->l1, ns, &k, rank, len, &ref);
+			rc = l1_store_begin(&f->l1, ns, &k, rank, len, 0, &ref);
 			if (rc == 0) {
 				test_fill(ref.data, len, id * 64 + rank + ns->id * 4096);
 				l1_store_commit(&f->l1, &ref);

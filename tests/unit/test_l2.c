@@ -125,7 +125,7 @@ static void put_nowait(struct fixture *f, const struct kvt_ns *ns, uint64_t n)
 	struct kvt_key key = test_key(n);
 	for (uint16_t r = 0; r < ns->tp_size; r++)
 		test_fill(bytes[r], PART, n * 8 + r);
-	struct l1_victim v = {ns, &key, ns->tp_size, parts, lengths, L1_EVICT_CAPACITY};
+	struct l1_victim v = {ns, &key, ns->tp_size, parts, lengths, L1_EVICT_CAPACITY, true};
 	l2_write_victim(&f->l2, &v);
 }
 
