@@ -40,12 +40,12 @@ bench() { # bench NAME MODE ARGS...: one process, its JSON lines in OUT/NAME.jso
 }
 rc=0
 start
-bench store store --l2-port "$PORT"
+bench store store --deterministic --l2-port "$PORT"
 kvtierd_stop
 bench flip flip --l2-file "$DIR/l2" --l2-region-size "$REGION"
 cp "$DIR/log" "$OUT/daemon-1.log"
 start
-bench corrupt corrupt --l2-port "$PORT"
+bench corrupt corrupt --deterministic --l2-port "$PORT"
 bench exact ttft --deterministic --no-timing
 # The disk's read ceiling, for the L2 bytes: next to the L2 file, in this run.
 DISK=$(disk_ceiling "$DIR" 1024)

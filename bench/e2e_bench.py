@@ -62,12 +62,11 @@ class Qwen3:
         self.dtype, self.device, self.vocab = torch.bfloat16, "cuda", self.cfg.vocab_size
 
     @torch.no_grad()
-    def forward(self, ids, cache, pos=None):
+    def forward(self, ids, cache):
         """The last position's logits (all of 32k would be 20 GB) of ids appended to cache
-        (at positions pos, a tensor, for a static cache)."""
+        (a static cache appends at its layers' cumulative_length: GraphSession.seek)."""
         x = ids if torch.is_tensor(ids) else torch.tensor([ids], device=self.device)
-        out = self.m(input_ids=x, past_key_values=cache, cache_position=pos, use_cache=True,
-                     logits_to_keep=1)
+        out = self.m(input_ids=x, past_key_values=cache, use_cache=True, logits_to_keep=1)
         return out.logits[0, -1]
 
     def __call__(self, ids, cache):
@@ -82,48 +81,59 @@ class Qwen3:
 
 class GraphSession:
     """A StaticCache of capacity tokens (the PrefixStore's area) and its one-token forward
-    captured as a CUDA graph; without a graph (capture refused), the same forward eagerly."""
+    captured as a CUDA graph; without a graph (capture refused), the same forward eagerly.
+    transformers 5 places a static cache's new tokens, and the mask, by each layer's
+    cumulative_length (a device tensor): seek() sets it, inside the graph too."""
 
     def __init__(self, model, capacity):
         from transformers import StaticCache
         self.model = model
         self.cache = StaticCache(config=model.cfg, max_cache_len=capacity)
         self.ids = torch.zeros((1, 1), dtype=torch.long, device="cuda")
-        self.pos = torch.zeros(1, dtype=torch.long, device="cuda")
-        model.forward(self.ids, self.cache, self.pos)   # allocates the cache's tensors
+        self.pos = torch.zeros((), dtype=torch.long, device="cuda")
+        model.forward(self.ids, self.cache)             # allocates the cache's tensors
         self.area = [(lay.keys, lay.values) for lay in self.cache.layers]
         self.graph, self.how = None, "eager"
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):                    # warm-up off the capture stream
             for _ in range(3):
-                model.forward(self.ids, self.cache, self.pos)
+                self._forward_at_pos()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph):
-                self.out = model.forward(self.ids, self.cache, self.pos)
+                self.out = self._forward_at_pos()
             self.graph, self.how = graph, "cuda_graph"
         except RuntimeError as e:
             print(f"e2e_bench: graph capture refused ({str(e)[:300]}); eager forward",
                   file=sys.stderr)
         torch.cuda.synchronize()
 
+    def _forward_at_pos(self):
+        for lay in self.cache.layers:
+            lay.cumulative_length.copy_(self.pos)
+        return self.model.forward(self.ids, self.cache)
+
+    def seek(self, pos):
+        """The next forward appends at position pos."""
+        for lay in self.cache.layers:
+            lay.cumulative_length.fill_(pos)
+
     def step(self, token, pos, eager=False):
         """The logits of token at position pos over the cache's first pos positions."""
-        if self.graph is None or eager:
-            return self.model.forward([token], self.cache,
-                                      torch.tensor([pos], device="cuda")).float()
         self.ids.fill_(token)
         self.pos.fill_(pos)
+        if self.graph is None or eager:
+            return self._forward_at_pos().float()
         self.graph.replay()
         return self.out.float()
 
     def resume(self, start, ids):
         """Computes ids at positions start.. (the rest eagerly, the last token by step)."""
         if len(ids) > 1:
-            self.model.forward(ids[:-1], self.cache,
-                               torch.arange(start, start + len(ids) - 1, device="cuda"))
+            self.seek(start)
+            self.model.forward(ids[:-1], self.cache)
         return self.step(ids[-1], start + len(ids) - 1)
 
 

@@ -1,7 +1,7 @@
 /*
  * test_l1.c — the L1 engine: round trips, tensor-parallel parts, LRU order,
  * watermarks, pins, leases, prefix lookups, the lower-tier hooks, size-class
- * changes, and a randomized fill far past capacity that checks every
+ * changes, write-behind (dirty and clean, the writer's order, waits), and a randomized fill far past capacity that checks every
  * invariant after each step.
  */
 #include "config.h"
@@ -533,6 +533,151 @@ L1_TEST_WM(test_watermark_waits_for_lower_tier, 0.5, 0.25)
 	l1_set_lower_tier(&f->l1, NULL);
 }
 
+/* A lower tier that remembers what it was handed (keys by number) and has room for `room` more. */
+struct behind_fake {
+	bool held[256];
+	uint64_t handed, evicting, room;
+	uint64_t order[256];
+	bool refuse;
+};
+
+static uint64_t key_number(const struct kvt_key *key)
+{
+	for (uint64_t n = 0; n < 256; n++) {
+		struct kvt_key k = test_key(n);
+		if (memcmp(k.bytes, key->bytes, KVT_KEY_BYTES) == 0)
+			return n;
+	}
+	fail_msg("an unknown key");
+	return 0;
+}
+
+static bool behind_contains(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key)
+{
+	(void)ns;
+	return ((struct behind_fake *)ctx)->held[key_number(key)];
+}
+
+static void behind_take(void *ctx, const struct l1_victim *v)
+{
+	struct behind_fake *bf = ctx;
+	uint64_t n = key_number(v->key);
+	if (v->evicting) {
+		bf->evicting++;
+		return;
+	}
+	assert_true(test_check(v->parts[0], v->lengths[0], n * 64)); /* the item's own bytes */
+	bf->order[bf->handed++] = n;
+	bf->room--;
+	bf->held[n] = !bf->refuse;
+}
+
+static bool behind_room(void *ctx)
+{
+	return ((struct behind_fake *)ctx)->room > 0;
+}
+
+static int store_waiting(struct fixture *f, uint64_t n)
+{
+	struct kvt_key k = test_key(n);
+	struct l1_ref ref;
+	int rc = l1_store_begin(&f->l1, f->ns, &k, 0, BLOCK, L1_STORE_WAIT_DIRTY, &ref);
+	if (rc)
+		return rc;
+	test_fill(ref.data, BLOCK, n * 64);
+	l1_store_commit(&f->l1, &ref);
+	return 0;
+}
+
+/* Dirty and clean: the writer's order, clean victims, waits instead of dirty evictions. */
+L1_TEST(test_write_behind)
+{
+	struct behind_fake bf = {.room = 2};
+	struct l1_lower_tier lower = {&bf, behind_contains, behind_take, behind_room};
+	l1_set_lower_tier(&f->l1, &lower);
+	for (uint64_t i = 0; i < 4; i++)
+		assert_int_equal(store(f, f->ns, i, 0, BLOCK), 0);
+	assert_int_equal(stats(f).dirty_items, 4);
+	assert_int_equal(stats(f).dirty_bytes, 4 * BLOCK);
+	/* LRU end first, as long as the lower tier has room; the items stay. */
+	assert_int_equal(l1_write_behind(&f->l1, 10), 2);
+	assert_int_equal(bf.order[0], 0);
+	assert_int_equal(bf.order[1], 1);
+	assert_int_equal(stats(f).dirty_items, 2);
+	assert_int_equal(stats(f).written_behind, 2);
+	assert_int_equal(stats(f).written_behind_bytes, 2 * BLOCK);
+	assert_int_equal(load_check(f, f->ns, 0, 0, BLOCK), 0);
+	verify(f);
+	/* A touch moves a dirty item away from the end: 3 is written before 2. */
+	assert_int_equal(load_check(f, f->ns, 2, 0, BLOCK), 0);
+	bf.room = 1;
+	assert_int_equal(l1_write_behind(&f->l1, 10), 1);
+	assert_int_equal(bf.order[2], 3);
+	/* A full L1 whose LRU end is clean: the store evicts it without I/O. */
+	for (uint64_t i = 4; i < 128; i++)
+		assert_int_equal(store(f, f->ns, i, 0, BLOCK), 0);
+	bf.room = 0;
+	assert_int_equal(store_waiting(f, 128), 0);  /* LRU end: 1, clean */
+	assert_int_equal(stats(f).evictions_clean, 1);
+	assert_int_equal(load_check(f, f->ns, 1, 0, BLOCK), -ENOENT);
+	assert_int_equal(store_waiting(f, 129), 0);  /* then 3 (0 and 2 were touched) */
+	assert_int_equal(stats(f).evictions_clean, 2);
+	/* Now the LRU end (0) is clean and then 4 is dirty: the second store waits. */
+	assert_int_equal(store_waiting(f, 130), 0);
+	uint64_t items = stats(f).items;
+	assert_int_equal(store_waiting(f, 131), -EAGAIN);
+	assert_int_equal(stats(f).store_waits, 1);
+	assert_int_equal(stats(f).items, items);     /* nothing evicted, nothing lost */
+	assert_int_equal(load_check(f, f->ns, 4, 0, BLOCK), 0);
+	verify(f);
+	/* Once the writer cleaned the end, it goes through. */
+	bf.room = 1;
+	assert_int_equal(l1_write_behind(&f->l1, 3), 1);
+	assert_int_equal(store_waiting(f, 131), 0);
+	assert_int_equal(stats(f).evictions_dirty, 0);
+	/* Without the flag, a dirty end is evicted (handed down as a victim). */
+	bf.room = 0;
+	uint64_t before = bf.evicting;
+	assert_int_equal(store(f, f->ns, 132, 0, BLOCK), 0);
+	assert_int_equal(stats(f).evictions_dirty, 1);
+	assert_int_equal(bf.evicting, before + 1);
+	/* A refused item is not retried, and is no reason to wait. */
+	bf.room = 1;
+	bf.refuse = true;
+	assert_int_equal(l1_write_behind(&f->l1, 1), 1);
+	assert_int_equal(stats(f).unwritable_items, 1);
+	uint64_t refused = bf.order[bf.handed - 1];
+	assert_int_equal(refused, 6);                /* the LRU end now */
+	bf.room = 0;
+	assert_int_equal(store_waiting(f, 133), 0);
+	assert_int_equal(load_check(f, f->ns, refused, 0, BLOCK), -ENOENT); /* went, no wait */
+	verify(f);
+	l1_set_lower_tier(&f->l1, NULL);
+}
+
+/* A promotion commits clean: the lower tier's own bytes. */
+L1_TEST(test_promotion_is_clean)
+{
+	struct behind_fake bf = {.room = 0};
+	struct l1_lower_tier lower = {&bf, behind_contains, behind_take, behind_room};
+	l1_set_lower_tier(&f->l1, &lower);
+	struct kvt_key k = test_key(7);
+	struct l1_ref ref;
+	assert_int_equal(l1_store_begin(&f->l1, f->ns, &k, 0, BLOCK, 0, &ref), 0);
+	test_fill(ref.data, BLOCK, 7 * 64);
+	ref.clean = true;
+	l1_store_commit(&f->l1, &ref);
+	assert_int_equal(stats(f).dirty_items, 0);
+	assert_int_equal(stats(f).complete_items, 1);
+	bf.room = 5;
+	assert_int_equal(l1_write_behind(&f->l1, 5), 0);  /* nothing to write */
+	/* Stored again: a no-op, it stays clean. */
+	assert_int_equal(store(f, f->ns, 7, 0, BLOCK), -EEXIST);
+	assert_int_equal(stats(f).dirty_items, 0);
+	verify(f);
+	l1_set_lower_tier(&f->l1, NULL);
+}
+
 L1_TEST(test_size_mix_changes)
 {
 	/* Fill all 8 regions with small blocks... */
@@ -664,6 +809,8 @@ int main(void)
 		cmocka_unit_test(test_lease_release_cap_and_limit),
 		cmocka_unit_test(test_lower_tier_hooks),
 		cmocka_unit_test(test_watermark_waits_for_lower_tier),
+		cmocka_unit_test(test_write_behind),
+		cmocka_unit_test(test_promotion_is_clean),
 		cmocka_unit_test(test_size_mix_changes),
 		cmocka_unit_test(test_namespace_registry),
 		cmocka_unit_test(test_random_fill_invariants),
