@@ -3,9 +3,10 @@
 # command: process A prefills and stores Qwen3-8B-architecture prompt
 # prefixes (2048, 8192, 32768 tokens) and evicts them into L2; with kvtierd
 # stopped one byte of a stored block is flipped in the L2 file; after a
-# restart process C must miss at that block and recompute the same tokens;
+# restart process C must miss at that block and compute the rest, bit for
+# bit what the same schedule gives over a good copy;
 # process B, fresh, checks its logits and greedy tokens bit for bit against
-# computing the same way (torch's deterministic mode), and a last process
+# computing the same way (A, B and C in torch's deterministic mode), and a last process
 # times the first token: recompute, from L1, from L2, against the pinned
 # H2D ceiling and the disk's (bench/lib.sh disk_ceiling); a PNG plot. Binaries and libkvtier
 # from a carried folder (bench/carry.sh build/plain .devcarry); results in OUT.
@@ -50,9 +51,9 @@ bench exact ttft --deterministic --no-timing
 # The disk's read ceiling, for the L2 bytes: next to the L2 file, in this run.
 DISK=$(disk_ceiling "$DIR" 1024)
 echo "disk read ceiling: ${DISK:-not measured (no fio, no uring_read)}" | tee "$OUT/disk-read.txt"
-bench ttft ttft --repeats "${REPEATS:-5}" --l2-port "$PORT" --disk-gbs "${DISK%% *}"
+bench ttft ttft --no-check --repeats "${REPEATS:-5}" --l2-port "$PORT" --disk-gbs "${DISK%% *}"
 grep -q '"bit_exact": false' "$OUT/exact.jsonl" && rc=1
-grep -q '"same_tokens": false' "$OUT/corrupt.jsonl" "$OUT/exact.jsonl" && rc=1
+grep -q '"bit_exact": false' "$OUT/corrupt.jsonl" && rc=1
 "$PY" "$SRC/bench/e2e_plot.py" "$OUT/ttft.jsonl" "$OUT/e2e.png" || rc=1
 curl -s "http://127.0.0.1:$PORT/v1/stats" >"$OUT/stats.json"
 cp "$DIR/log" "$OUT/daemon-2.log"
