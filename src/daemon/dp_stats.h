@@ -94,7 +94,7 @@
 	  "Bytes copied out by LOAD requests.") \
 	X(store_waits, COUNTER, "kvtier_store_waits_total", "", \
 	  "STORE blocks that waited for the writer: a slot needed a dirty item evicted.") \
-	X(store_wait_us, COUNTER, "kvtier_store_wait_microseconds_total", "", \
+	X(store_wait_us, COUNTER, "", "", \
 	  "Time STORE blocks spent waiting for the writer.") \
 	X(store_wait_timeouts, COUNTER, "kvtier_store_wait_timeouts_total", "", \
 	  "STORE blocks that waited past store-wait-ms, then evicted a dirty item.") \

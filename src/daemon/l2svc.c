@@ -180,6 +180,47 @@ int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, st
 	return 0;
 }
 
+/* What L1 holds that L2 does not, as the log says it. */
+static void dirty_now(const struct l2svc *s, uint64_t *items, char *size, size_t len)
+{
+	struct l1_stats_snapshot st;
+	l1_stats_read(s->l1, &st);
+	*items = st.dirty_items;
+	kvt_format_size(st.dirty_bytes, size, len);
+}
+
+void l2svc_flush(struct l2svc *s, uint32_t limit_ms)
+{
+	if (!s->started || !s->dp->tiering.evict)
+		return;
+	uint64_t items;
+	char size[32];
+	dirty_now(s, &items, size, sizeof(size));
+	if (!items)
+		return;
+	log_info("stop: writing %" PRIu64 " dirty items (%s) to L2, for at most %u ms", items, size,
+		 limit_ms);
+	uint64_t start = dp_now_ms(), last_note = start;
+	for (;;) {
+		loop_run_once(s->loop, 10); /* the submit hook writes behind; the ring completes */
+		dirty_now(s, &items, size, sizeof(size));
+		uint64_t now = dp_now_ms();
+		if (!items && !s->l2.inflight && !s->l2.nqueued) {
+			log_info("stop: L2 holds what L1 held (%.1f s)", (double)(now - start) / 1e3);
+			return;
+		}
+		if (now - start >= limit_ms) {
+			log_warn("stop: %" PRIu64 " dirty items (%s) not written within stop-flush-ms: lost",
+				 items, size);
+			return;
+		}
+		if (now - last_note >= 1000) {
+			log_info("stop: %" PRIu64 " dirty items (%s) left", items, size);
+			last_note = now;
+		}
+	}
+}
+
 void l2svc_close(struct l2svc *s)
 {
 	if (s->thread_running)

@@ -47,6 +47,12 @@ struct l2svc {
  */
 int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, struct dp *dp,
 	       struct loop *loop, void (*on_ready)(void *ctx), void *ctx);
+/*
+ * Before a stop (the data plane closed): runs the loop until the writer has
+ * put every dirty L1 item into L2 and the writes are on disk, or limit_ms
+ * passed; progress and the outcome in the log. Evict mode only.
+ */
+void l2svc_flush(struct l2svc *s, uint32_t limit_ms);
 void l2svc_close(struct l2svc *s);
 
 /* Sets the mode live: evict (victims to L2, misses read from it) or l1-only. */

@@ -387,6 +387,7 @@ static void close_all(struct kvtd *d)
 	free(d->admin_token);
 	if (d->dp_open)
 		dp_close(&d->dp);
+	l2svc_flush(&d->l2, (uint32_t)d->cfg.stop_flush_ms);
 	l2svc_close(&d->l2);
 	if (d->copy_open)
 		copy_engine_destroy(&d->copy);

@@ -97,6 +97,8 @@ static const struct option_def options[] = {
 	 "L2 reads and writes in flight at once (io_uring queue depth)"},
 	{"store-wait-ms", 0, OPT_UINT, OFF(store_wait_ms), "1000", NULL, 0, 3600000, true, "MS",
 	 "evict mode: how long a STORE block whose slot would evict a dirty L1 item (not yet written to L2) waits for the writer; past it the item is evicted and, if L2 is behind, dropped; 0: never wait (drop)"},
+	{"stop-flush-ms", 0, OPT_UINT, OFF(stop_flush_ms), "20000", NULL, 0, 3600000, false, "MS",
+	 "at a stop (SIGTERM, SIGINT), how long kvtierd goes on writing dirty L1 items to L2 before it exits; what is left is lost"},
 	{"l2-write-buffers", 0, OPT_UINT, OFF(l2_write_buffers), "4", NULL, 2, 64, false, "N",
 	 "region-sized memory buffers L1 victims are written to L2 from: the burst of victims L2 takes before it drops them"},
 	{"web-dir", 0, OPT_PATH, OFF(web_dir), NULL,

@@ -33,6 +33,7 @@ struct kvtd_config {
 	uint64_t lease_max_ms;
 	uint64_t lease_default_ms;
 	uint64_t store_wait_ms;
+	uint64_t stop_flush_ms;
 	uint64_t max_namespaces_per_client;
 	uint64_t namespace_l1_quota;
 	uint64_t namespace_l2_quota;

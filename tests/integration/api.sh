@@ -46,15 +46,15 @@ expect "an unknown /v1 path is 404" 404 '{"error":{"code":"not_found"'
 
 # Policy: read, auth, validation, live change, echo.
 req GET /v1/policy "" "" none
-expect "GET /v1/policy needs no token" 200 '{"mode":"l1-only","tiers":{"l1":{"high_watermark":0.95,"low_watermark":0.9}},"lease_max_ms":30000,"lease_default_ms":5000}'
+expect "GET /v1/policy needs no token" 200 '{"mode":"l1-only","tiers":{"l1":{"high_watermark":0.95,"low_watermark":0.9}},"lease_max_ms":30000,"lease_default_ms":5000,"store_wait_ms":1000}'
 req PUT /v1/policy '{"lease_max_ms": 5000}' application/json wrong-token-0123456789
 expect "PUT with a wrong token is 401" 401 '{"error":{"code":"unauthorized"'
 CODE=$(curl -s -o "$TMP/out" -w '%{http_code}' -X PUT -H 'Content-Type: application/json' \
 	--data-binary '{}' "$B/v1/policy")
 BODY=$(cat "$TMP/out")
 expect "PUT without a token is 401" 401 'Authorization: Bearer'
-req PUT /v1/policy '{"tiers":{"l1":{"high_watermark":0.8,"low_watermark":0.6}},"lease_max_ms":5000,"lease_default_ms":2000}'
-expect "PUT /v1/policy applies and echoes" 200 '{"mode":"l1-only","tiers":{"l1":{"high_watermark":0.8,"low_watermark":0.6}},"lease_max_ms":5000,"lease_default_ms":2000}'
+req PUT /v1/policy '{"tiers":{"l1":{"high_watermark":0.8,"low_watermark":0.6}},"lease_max_ms":5000,"lease_default_ms":2000,"store_wait_ms":250}'
+expect "PUT /v1/policy applies and echoes" 200 '{"mode":"l1-only","tiers":{"l1":{"high_watermark":0.8,"low_watermark":0.6}},"lease_max_ms":5000,"lease_default_ms":2000,"store_wait_ms":250}'
 req GET /v1/policy
 expect "the change is live" 200 '"high_watermark":0.8'
 req PUT /v1/policy '{"tiers":{"l1":{"low_watermark":0.9}}}'
@@ -67,6 +67,8 @@ req PUT /v1/policy '{"tiers":{"l2":{}}}'
 expect "an unknown tier key names the field" 400 'tiers.l2: unknown field'
 req PUT /v1/policy '{"lease_max_ms": 0}'
 expect "lease_max_ms out of range" 400 'lease_max_ms: must be an integer in 1..3600000'
+req PUT /v1/policy '{"store_wait_ms": -1}'
+expect "store_wait_ms out of range" 400 'store_wait_ms: must be an integer in 0..3600000'
 req PUT /v1/policy '{"lease_max_ms": 1000, "lease_default_ms": 2000}'
 expect "a default lease longer than the longest is 400" 400 '{"error":{"code":"invalid_field","message":"lease_default_ms: 2000 must not be longer than lease_max_ms 1000"}}'
 req PUT /v1/policy '{"lease_max_ms": 1000}'
@@ -87,7 +89,7 @@ head -c 70000 /dev/zero | tr '\0' ' ' >"$TMP/big"
 req PUT /v1/policy "$(cat "$TMP/big")"
 expect "a body over 64 KiB is 413" 413 'body_too_large'
 req GET /v1/policy
-expect "refused changes changed nothing" 200 '"high_watermark":0.8,"low_watermark":0.6}},"lease_max_ms":5000,"lease_default_ms":2000}'
+expect "refused changes changed nothing" 200 '"high_watermark":0.8,"low_watermark":0.6}},"lease_max_ms":5000,"lease_default_ms":2000,"store_wait_ms":250}'
 
 # Eviction: fill L1 through the data plane, then evict some, then all.
 "$KVTIER_BENCH" --socket "$TMP/run/kvtierd.sock" --blocks 8 --block-size 1MiB >"$TMP/bench.out" 2>&1
