@@ -23,12 +23,13 @@ struct l1_part {
  * An unpinned item is on two LRU lists, every item's and its namespace's, and
  * on a third, the dirty list, while it is complete and dirty.
  */
-enum lru_list { LRU_ALL, LRU_NS, LRU_DIRTY, LRU_LISTS };
+enum lru_list { LRU_ALL, LRU_NS, LRU_DIRTY, LRU_WRITING, LRU_LISTS };
 
 /* Where a complete item stands with the lower tier. */
 enum item_write {
 	ITEM_DIRTY,     /* not handed down yet */
-	ITEM_CLEAN,     /* handed down (or promoted from it) */
+	ITEM_WRITING,   /* handed down, not yet durable there (still dirty: on LRU_WRITING) */
+	ITEM_CLEAN,     /* durable in the lower tier (or promoted from it) */
 	ITEM_REFUSED,   /* the lower tier would not take it: not retried */
 };
 
@@ -80,6 +81,8 @@ static struct l1_item **list_end(struct l1 *l1, struct l1_item *it, enum lru_lis
 		return tail ? &l1->lru_tail : &l1->lru_head;
 	if (which == LRU_DIRTY)
 		return tail ? &l1->dirty_tail : &l1->dirty_head;
+	if (which == LRU_WRITING)
+		return tail ? &l1->writing_tail : &l1->writing_head;
 	struct kvt_ns *ns = (struct kvt_ns *)it->ns;
 	return tail ? &ns->l1_lru_tail : &ns->l1_lru_head;
 }
@@ -159,9 +162,10 @@ static uint64_t item_bytes(const struct l1_item *it)
 	return n;
 }
 
+/* Dirty: what a crash would lose (not handed down, or not yet durable there). */
 static bool item_dirty(const struct l1_item *it)
 {
-	return item_complete(it) && it->write == ITEM_DIRTY;
+	return item_complete(it) && (it->write == ITEM_DIRTY || it->write == ITEM_WRITING);
 }
 
 /* A dirty item leaves that state: clean or refused (it is unpinned or pinned). */
@@ -172,7 +176,28 @@ static void item_set_written(struct l1 *l1, struct l1_item *it, enum item_write 
 	STAT_SUB(l1, dirty_items, 1);
 	STAT_SUB(l1, dirty_bytes, item_bytes(it));
 	dirty_unlink(l1, it);
+	if (it->write == ITEM_WRITING)
+		list_unlink(l1, it, LRU_WRITING);
 	it->write = (uint8_t)w;
+}
+
+/* Handed down: dirty until durable, off the dirty list, on the writing list. */
+static void item_set_writing(struct l1 *l1, struct l1_item *it)
+{
+	dirty_unlink(l1, it);
+	it->write = ITEM_WRITING;
+	list_push_head(l1, it, LRU_WRITING);
+}
+
+/* A handed-down item the lower tier no longer holds: dirty again, written again. */
+static void item_set_dirty_again(struct l1 *l1, struct l1_item *it)
+{
+	list_unlink(l1, it, LRU_WRITING);
+	it->write = ITEM_DIRTY;
+	if (it->pins == 0) {
+		list_push_head(l1, it, LRU_DIRTY);
+		it->on_dirty = true;
+	}
 }
 
 static void item_pin(struct l1 *l1, struct l1_item *it)
@@ -330,7 +355,7 @@ static uint64_t item_evict(struct l1 *l1, struct l1_item *it, enum l1_evict_reas
 /* Whether making room by evicting it would lose the write-behind a wait would give. */
 static bool evict_needs_wait(const struct l1 *l1, const struct l1_item *it)
 {
-	return has_lower(l1) && item_dirty(it);
+	return has_lower(l1) && item_complete(it) && it->write == ITEM_DIRTY;
 }
 
 /* Whether reclaiming region r would evict a dirty item. */
@@ -346,23 +371,44 @@ static bool region_has_dirty(struct l1 *l1, uint32_t r)
 	}
 }
 
+static bool lower_holds(const struct l1 *l1, const struct l1_item *it)
+{
+	return l1->lower.contains && l1->lower.contains(l1->lower.ctx, it->ns, &it->entry.key);
+}
+
+/* Items handed down earlier: clean once durable, dirty again if the lower tier lost them. */
+static void confirm_writes(struct l1 *l1)
+{
+	for (struct l1_item *it = l1->writing_tail, *prev; it; it = prev) {
+		prev = it->lru[LRU_WRITING].prev;
+		if (!lower_holds(l1, it))
+			item_set_dirty_again(l1, it);
+		else if (!l1->lower.durable ||
+			 l1->lower.durable(l1->lower.ctx, it->ns, &it->entry.key))
+			item_set_written(l1, it, ITEM_CLEAN);
+	}
+}
+
 unsigned l1_write_behind(struct l1 *l1, unsigned max)
 {
 	unsigned n = 0;
-	while (n < max && l1->dirty_tail && has_lower(l1) && lower_has_room(l1)) {
+	if (!has_lower(l1))
+		return 0;
+	confirm_writes(l1);
+	while (n < max && l1->dirty_tail && lower_has_room(l1)) {
 		struct l1_item *it = l1->dirty_tail;
 		offer_to_lower(l1, it, L1_EVICT_WATERMARK, false);
-		bool held = l1->lower.contains &&
-			    l1->lower.contains(l1->lower.ctx, it->ns, &it->entry.key);
-		if (held) {
+		if (lower_holds(l1, it)) {
 			STAT_ADD(l1, written_behind, 1);
 			STAT_ADD(l1, written_behind_bytes, item_bytes(it));
+			item_set_writing(l1, it);
 		} else {
 			STAT_ADD(l1, unwritable_items, 1);
+			item_set_written(l1, it, ITEM_REFUSED);
 		}
-		item_set_written(l1, it, held ? ITEM_CLEAN : ITEM_REFUSED);
 		n++;
 	}
+	confirm_writes(l1); /* a lower tier that is durable at once */
 	return n;
 }
 
@@ -870,7 +916,7 @@ static int verify_item(const struct l1 *l1, const struct l1_item *it,
 int l1_verify(const struct l1 *l1, const char **what)
 {
 	uint64_t items = 0, complete = 0, pinned = 0, slot_bytes = 0, in_lru = 0;
-	uint64_t dirty = 0, dirty_bytes = 0, dirty_unpinned = 0;
+	uint64_t dirty = 0, dirty_bytes = 0, dirty_unpinned = 0, writing = 0, writing_unpinned = 0;
 	for (uint64_t b = 0; b <= l1->index.mask; b++) {
 		for (const struct index_entry *e = l1->index.buckets[b]; e; e = e->next) {
 			const struct l1_item *it = (const struct l1_item *)e;
@@ -885,7 +931,12 @@ int l1_verify(const struct l1 *l1, const char **what)
 				dirty_bytes += item_bytes(it);
 				dirty_unpinned += it->pins == 0;
 			}
-			VERIFY(it->on_dirty == (item_dirty(it) && it->pins == 0),
+			if (item_complete(it) && it->write == ITEM_WRITING) {
+				writing++;
+				writing_unpinned += it->pins == 0;
+			}
+			VERIFY(it->on_dirty == (item_complete(it) && it->write == ITEM_DIRTY &&
+						it->pins == 0),
 			       "an item's place on the dirty list disagrees with its state");
 		}
 	}
@@ -903,7 +954,17 @@ int l1_verify(const struct l1 *l1, const char **what)
 		on_dirty++;
 	}
 	VERIFY(prev == l1->dirty_tail, "the dirty list's tail is wrong");
-	VERIFY(on_dirty == dirty_unpinned, "the dirty list misses dirty items");
+	VERIFY(on_dirty == dirty_unpinned - writing_unpinned, "the dirty list misses dirty items");
+	uint64_t on_writing = 0;
+	prev = NULL;
+	for (const struct l1_item *it = l1->writing_head; it;
+	     prev = it, it = it->lru[LRU_WRITING].next) {
+		VERIFY(it->write == ITEM_WRITING, "an item on the writing list is not being written");
+		VERIFY(it->lru[LRU_WRITING].prev == prev, "the writing list is broken");
+		on_writing++;
+	}
+	VERIFY(prev == l1->writing_tail, "the writing list's tail is wrong");
+	VERIFY(on_writing == writing, "the writing list misses items being written");
 	VERIFY(in_lru + pinned == items, "the LRU list misses unpinned items");
 	VERIFY(items == l1->index.count, "the index count is wrong");
 	VERIFY(slot_bytes == l1->arena.used_bytes, "used bytes differ from the slots held");

@@ -11,8 +11,9 @@
  * A lower tier (L2) plugs in with struct l1_lower_tier: it receives complete
  * victims before their slots are freed, and answers for keys L1 misses.
  *
- * Write-behind: a complete item is dirty (not yet handed to the lower tier)
- * or clean (handed, or promoted from it). l1_write_behind hands dirty items
+ * Write-behind: a complete item is dirty (not yet handed to the lower tier,
+ * or handed and not yet durable there) or clean (durable there, or promoted
+ * from it). l1_write_behind hands dirty items
  * down, LRU end first, without evicting them, so that the eviction end of
  * L1 is normally clean; evicting a clean item the lower tier still holds
  * costs no I/O, and a store that would evict a dirty one may be told to
@@ -139,6 +140,12 @@ struct l1_lower_tier {
 	 * of a slot (or of quota) does not wait.
 	 */
 	bool (*has_room)(void *ctx);
+	/*
+	 * Whether what it holds of (ns, key) is on disk (NULL: once held). An
+	 * item written behind stays dirty until then: the dirty gauges are what
+	 * a crash would lose.
+	 */
+	bool (*durable)(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key);
 };
 
 struct l1_config {
@@ -160,6 +167,8 @@ struct l1 {
 	struct l1_item *lru_tail;
 	struct l1_item *dirty_head;  /* the dirty unpinned items, in LRU order */
 	struct l1_item *dirty_tail;
+	struct l1_item *writing_head;  /* handed down, not yet durable: oldest at the tail */
+	struct l1_item *writing_tail;
 	uint64_t high_bytes, low_bytes;
 	double high_watermark, low_watermark;
 	struct l1_lower_tier lower;
@@ -261,10 +270,12 @@ unsigned l1_lease_expire(struct l1 *l1, uint64_t now_ms);
 uint64_t l1_lease_next_expiry(const struct l1 *l1);
 
 /*
- * The writer: hands dirty unpinned items to the lower tier, LRU end first,
- * while it has room (has_room), at most max of them; each becomes clean
- * when the lower tier then holds it (else it is not retried: counted in
- * unwritable_items). Returns how many were handed down.
+ * The writer: first, items handed down earlier become clean once durable
+ * there (or dirty again, to be handed again, if the lower tier lost them);
+ * then it hands dirty unpinned items to the lower tier, LRU end first,
+ * while it has room (has_room), at most max of them; one the lower tier
+ * does not then hold is not retried (unwritable_items). Returns how many
+ * were handed down.
  */
 unsigned l1_write_behind(struct l1 *l1, unsigned max);
 

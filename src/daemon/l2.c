@@ -38,6 +38,7 @@ struct l2_part {
 	uint64_t checksum;
 	uint32_t length;
 	uint32_t region;
+	bool on_disk;                 /* its record's write completed (or it was recovered) */
 };
 
 /* What L2 holds of one namespace, by digest: of this run's namespaces or not. */
@@ -470,6 +471,11 @@ static void write_complete(struct l2_io *io, int res)
 	} else {
 		l2->consecutive_errors = 0;
 		STAT_ADD(l2, bytes_written, w->end - w->start);
+		for (struct l2_part *p = r->parts; p; p = p->next) {
+			uint64_t at = p->offset - region_base(l2, r);
+			if (at >= w->start && at < w->end)
+				p->on_disk = true;
+		}
 	}
 	region_release_wbuf(r);
 	if (w->owned_block)
@@ -655,6 +661,19 @@ void l2_write_victim(struct l2 *l2, const struct l1_victim *v)
 	STAT_ADD(l2, used_bytes, r->used - start);
 	STAT_ADD(l2, items, 1);
 	STAT_ADD(l2, victims_written, 1);
+}
+
+bool l2_durable(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key)
+{
+	if (!l2_readable(l2))
+		return false;
+	struct l2_item *it = item_find(l2, ns->digest, key);
+	if (!it || it->nparts != ns->tp_size)
+		return false;
+	for (uint16_t i = 0; i < it->nparts; i++)
+		if (!it->parts[i].on_disk)
+			return false;
+	return true;
 }
 
 bool l2_has_room(const struct l2 *l2)
@@ -922,6 +941,7 @@ static void recover_part(struct l2 *l2, struct l2_region *r, const struct l2fmt_
 	p->offset = data_offset;
 	p->length = rec->length;
 	p->checksum = rec->data_checksum;
+	p->on_disk = true;
 	part_link(l2, it, p, r->index);
 }
 

@@ -235,6 +235,8 @@ void l2_write_victim(struct l2 *l2, const struct l1_victim *v);
 /* Room for a victim now: an idle write buffer, or an open region less than half full. */
 bool l2_has_room(const struct l2 *l2);
 bool l2_contains(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key);
+/* Held and on disk: every part's record write has completed (or was found at start). */
+bool l2_durable(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key);
 
 /* The data bytes of rank's part of (ns, key), or -ENOENT (counted as a read miss). */
 int64_t l2_part_length(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key,

@@ -315,7 +315,13 @@ static bool has_room_hook(void *ctx)
 	return l2_has_room(ctx);
 }
 
+static bool durable_hook(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key)
+{
+	return l2_durable(ctx, ns, key);
+}
+
 struct l1_lower_tier tiering_lower_tier(struct l2 *l2)
 {
-	return (struct l1_lower_tier){l2, contains_hook, take_victim_hook, has_room_hook};
+	return (struct l1_lower_tier){l2, contains_hook, take_victim_hook, has_room_hook,
+				      durable_hook};
 }

@@ -539,6 +539,7 @@ struct behind_fake {
 	uint64_t handed, evicting, room;
 	uint64_t order[256];
 	bool refuse;
+	bool not_durable;       /* handed items are not on disk yet */
 };
 
 static uint64_t key_number(const struct kvt_key *key)
@@ -577,6 +578,12 @@ static bool behind_room(void *ctx)
 	return ((struct behind_fake *)ctx)->room > 0;
 }
 
+static bool behind_durable(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key)
+{
+	struct behind_fake *bf = ctx;
+	return behind_contains(ctx, ns, key) && !bf->not_durable;
+}
+
 static int store_waiting(struct fixture *f, uint64_t n)
 {
 	struct kvt_key k = test_key(n);
@@ -593,7 +600,8 @@ static int store_waiting(struct fixture *f, uint64_t n)
 L1_TEST(test_write_behind)
 {
 	struct behind_fake bf = {.room = 2};
-	struct l1_lower_tier lower = {&bf, behind_contains, behind_take, behind_room};
+	struct l1_lower_tier lower = {&bf, behind_contains, behind_take, behind_room,
+				      behind_durable};
 	l1_set_lower_tier(&f->l1, &lower);
 	for (uint64_t i = 0; i < 4; i++)
 		assert_int_equal(store(f, f->ns, i, 0, BLOCK), 0);
@@ -655,11 +663,34 @@ L1_TEST(test_write_behind)
 	l1_set_lower_tier(&f->l1, NULL);
 }
 
+/* Handed down is not yet clean: dirty until durable; lost before that, written again. */
+L1_TEST(test_dirty_until_durable)
+{
+	struct behind_fake bf = {.room = 10, .not_durable = true};
+	struct l1_lower_tier lower = {&bf, behind_contains, behind_take, behind_room,
+				      behind_durable};
+	l1_set_lower_tier(&f->l1, &lower);
+	for (uint64_t i = 0; i < 3; i++)
+		assert_int_equal(store(f, f->ns, i, 0, BLOCK), 0);
+	assert_int_equal(l1_write_behind(&f->l1, 10), 3);
+	assert_int_equal(stats(f).dirty_items, 3);       /* handed, not on disk */
+	assert_int_equal(l1_write_behind(&f->l1, 10), 0);  /* and not handed twice */
+	verify(f);
+	bf.held[1] = false;                                 /* the lower tier lost key 1 */
+	bf.not_durable = false;
+	assert_int_equal(l1_write_behind(&f->l1, 10), 1);  /* key 1 again; 0 and 2 clean */
+	assert_int_equal(bf.order[3], 1);
+	assert_int_equal(stats(f).dirty_items, 0);
+	verify(f);
+	l1_set_lower_tier(&f->l1, NULL);
+}
+
 /* A promotion commits clean: the lower tier's own bytes. */
 L1_TEST(test_promotion_is_clean)
 {
 	struct behind_fake bf = {.room = 0};
-	struct l1_lower_tier lower = {&bf, behind_contains, behind_take, behind_room};
+	struct l1_lower_tier lower = {&bf, behind_contains, behind_take, behind_room,
+				      behind_durable};
 	l1_set_lower_tier(&f->l1, &lower);
 	struct kvt_key k = test_key(7);
 	struct l1_ref ref;
@@ -811,6 +842,7 @@ int main(void)
 		cmocka_unit_test(test_watermark_waits_for_lower_tier),
 		cmocka_unit_test(test_write_behind),
 		cmocka_unit_test(test_promotion_is_clean),
+		cmocka_unit_test(test_dirty_until_durable),
 		cmocka_unit_test(test_size_mix_changes),
 		cmocka_unit_test(test_namespace_registry),
 		cmocka_unit_test(test_random_fill_invariants),
