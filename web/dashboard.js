@@ -186,6 +186,27 @@ function renderEvictions(stats) {
   fillRows(t.tBodies[0] || t.createTBody(), rows.map(([k, v]) => [k, fmtInt(v)]));
 }
 
+/* L1's dirty share and the writer's rate (evict mode's write-behind to L2). */
+function renderWriteBehind(stats, now) {
+  const l1 = stats.l1, d = stats.dataplane;
+  $("no-writebehind").hidden = !!stats.l2;
+  $("writebehind").hidden = !stats.l2;
+  if (!stats.l2) return;
+  const dt = last ? (now - last.t) / 1000 : 0;
+  const rate = dt > 0 ? (l1.written_behind_bytes - last.stats.l1.written_behind_bytes) / dt : 0;
+  const share = l1.used_bytes ? (100 * l1.dirty_bytes / l1.used_bytes).toFixed(1) + "% of L1 in use" : "";
+  const rows = [
+    ["dirty (not yet on L2's disk)", `${fmtBytes(l1.dirty_bytes)} ${share}`],
+    ["writer", `${fmtBytes(rate)}/s`],
+    ["written behind", fmtInt(l1.written_behind)],
+    ["victims clean / dirty", `${fmtInt(l1.evictions_clean)} / ${fmtInt(l1.evictions_dirty)}`],
+    ["STORE blocks that waited", `${fmtInt(d.store_waits)} (${fmtInt(d.store_wait_timeouts)} past the bound)`],
+    ["waiting now", fmtInt(d.store_waiting)],
+  ];
+  const t = $("writebehind");
+  fillRows(t.tBodies[0] || t.createTBody(), rows);
+}
+
 function renderClients(stats) {
   const d = stats.dataplane;
   $("clients").textContent = fmtInt(d.clients_active);
@@ -236,6 +257,7 @@ async function refresh() {
     renderLatency(stats);
     renderTiers(tiers, policy);
     renderEvictions(stats);
+    renderWriteBehind(stats, now);
     renderClients(stats);
     renderNamespaces(namespaces);
     renderBuffers(buffers);

@@ -70,6 +70,9 @@ try:
     check("empty state: no clients yet", d.find_element(By.ID, "no-clients").is_displayed())
     check("empty state: no namespaces yet", d.find_element(By.ID, "no-namespaces").is_displayed())
     check("empty state: no buffers", d.find_element(By.ID, "no-buffers").is_displayed())
+    check("write-behind: L1's dirty share and the writer, with L2",
+          "dirty" in text(d, "writebehind") and "writer" in text(d, "writebehind") and
+          not d.find_element(By.ID, "no-writebehind").is_displayed(), text(d, "writebehind"))
     check("L2 is shown with its state", "READY" in text(d, "tier-l2").upper(), text(d, "tiers"))
     shot(d, "empty")
 
