@@ -78,7 +78,7 @@ if l2:
            l2["victims_dropped_behind"]))'
 	kvtierd_stop
 	if [ "$m" = evict ]; then
-		set -- $(disk_ceiling "$WORK" 4096)
+		set -- $(disk_ceiling "$WORK" 1024)
 		if [ $# -eq 2 ]; then
 			tail -n 1 "$WORK/bench.out" | python3 -c '
 import json, sys

@@ -67,6 +67,19 @@ struct l2_region {
 	uint32_t writes;              /* writes in flight */
 	struct l2_part *parts;
 	struct l2_wbuf *wbuf;         /* its bytes in memory while it is filled and written */
+	struct l2_tombstone *tombstones;  /* dropped records whose own write is in flight */
+};
+
+/*
+ * A record header marked dropped, to be written once the record's own write
+ * has completed: two writes to one range in flight at once land in either
+ * order, and the record landing last would bring the dropped item back at
+ * the next start.
+ */
+struct l2_tombstone {
+	uint64_t at;                  /* the header's offset in its region */
+	uint8_t *block;               /* the encoded header, a mapped block */
+	struct l2_tombstone *next;
 };
 
 struct l2_wbuf {
@@ -449,6 +462,23 @@ static struct l2_region *region_take(struct l2 *l2)
 	return r;
 }
 
+static void write_block(struct l2 *l2, struct l2_region *r, uint64_t at, uint8_t *block);
+
+/* The write of [start, end) of r is done: the tombstones of records in it go out now. */
+static void release_tombstones(struct l2 *l2, struct l2_region *r, uint64_t start, uint64_t end)
+{
+	for (struct l2_tombstone **t = &r->tombstones; *t;) {
+		struct l2_tombstone *ts = *t;
+		if (ts->at < start || ts->at >= end) {
+			t = &ts->next;
+			continue;
+		}
+		*t = ts->next;
+		write_block(l2, r, ts->at, ts->block);
+		free(ts);
+	}
+}
+
 static void write_complete(struct l2_io *io, int res)
 {
 	struct l2_write *w = (struct l2_write *)io;
@@ -477,6 +507,7 @@ static void write_complete(struct l2_io *io, int res)
 				p->on_disk = true;
 		}
 	}
+	release_tombstones(l2, r, w->start, w->end);
 	region_release_wbuf(r);
 	if (w->owned_block)
 		munmap(io->buf, L2FMT_BLOCK);
@@ -862,7 +893,19 @@ static void invalidate_part(struct l2 *l2, const struct l2_part *p)
 		.flags = L2FMT_RECORD_DROPPED, .data_checksum = p->checksum,
 	};
 	l2fmt_record_encode(block, &rec);
-	write_block(l2, r, p->offset - L2FMT_BLOCK - region_base(l2, r), block);
+	uint64_t at = p->offset - L2FMT_BLOCK - region_base(l2, r);
+	if (p->on_disk) {
+		write_block(l2, r, at, block);
+		return;
+	}
+	struct l2_tombstone *ts = malloc(sizeof(*ts));
+	if (!ts) {
+		log_warn("l2: no memory to invalidate a record; it may return after a restart");
+		munmap(block, L2FMT_BLOCK);
+		return;
+	}
+	*ts = (struct l2_tombstone){at, block, r->tombstones};
+	r->tombstones = ts; /* written after the record's own write (write_complete) */
 }
 
 uint64_t l2_ns_drop(struct l2 *l2, const struct kvt_ns *ns)
@@ -1156,9 +1199,15 @@ void l2_close(struct l2 *l2)
 		io_uring_queue_exit(&l2->ring);
 	}
 	if (l2->regions) {
-		for (uint32_t i = 0; i < l2->nregions; i++)
+		for (uint32_t i = 0; i < l2->nregions; i++) {
 			while (l2->regions[i].parts)
 				item_free(l2, l2->regions[i].parts->item);
+			for (struct l2_tombstone *t = l2->regions[i].tombstones, *n; t; t = n) {
+				n = t->next; /* none: each went out with its record's write */
+				munmap(t->block, L2FMT_BLOCK);
+				free(t);
+			}
+		}
 	}
 	index_destroy(&l2->index);
 	free(l2->usage); /* empty: every item is gone */

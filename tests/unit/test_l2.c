@@ -375,6 +375,14 @@ static void test_ns_drop_survives_restart(void **state)
 	assert_int_equal(STAT(f, items), 3);
 	assert_int_equal(get(f, f->tp2, 1, 0, NULL), -ENOENT);
 	assert_int_equal(get(f, f->ns, 4, 0, NULL), 0);
+	/* Dropped while its record is still being written: it stays dropped after a restart. */
+	put_nowait(f, f->tp2, 11);
+	assert_int_equal(l2_ns_drop(&f->l2, f->tp2), 1);
+	settle(f);
+	l2_down(f);
+	l2_up(f);
+	assert_int_equal(STAT(f, items), 3);
+	assert_int_equal(get(f, f->tp2, 11, 0, NULL), -ENOENT);
 	/* An operator's evict of everything empties L2, across a restart too. */
 	l2_down(f);
 	l2_up(f);
