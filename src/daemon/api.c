@@ -114,12 +114,13 @@ static json_t *get_tiers(struct http_ctx *ctx)
 	struct l1_stats_snapshot s;
 	l1_stats_read(ctx->l1, &s);
 	json_t *l1 = json_pack(
-		"{s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "name", "l1", "capacity_bytes",
+		"{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "name", "l1", "capacity_bytes",
 		(json_int_t)s.capacity_bytes, "used_bytes", (json_int_t)s.used_bytes, "items",
 		(json_int_t)s.items, "hits", (json_int_t)s.lookup_hits, "misses",
 		(json_int_t)s.lookup_misses, "evictions",
 		(json_int_t)(s.evictions_watermark + s.evictions_capacity + s.evictions_admin +
-			     s.evictions_quota));
+			     s.evictions_quota),
+		"dirty_items", (json_int_t)s.dirty_items, "dirty_bytes", (json_int_t)s.dirty_bytes);
 	if (!ctx->l2)
 		return json_pack("{s:[o]}", "tiers", l1);
 	struct l2_stats_snapshot t;

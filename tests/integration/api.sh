@@ -32,7 +32,7 @@ expect() { # expect DESCRIPTION CODE FRAGMENT
 }
 
 req GET /v1/tiers
-expect "GET /v1/tiers lists l1" 200 '{"tiers":[{"name":"l1","capacity_bytes":67108864,"used_bytes":0,"items":0,"hits":0,"misses":0,"evictions":0}]}'
+expect "GET /v1/tiers lists l1" 200 '{"tiers":[{"name":"l1","capacity_bytes":67108864,"used_bytes":0,"items":0,"hits":0,"misses":0,"evictions":0,"dirty_items":0,"dirty_bytes":0}]}'
 req POST /v1/tiers
 expect "POST /v1/tiers is 405" 405 '{"error":{"code":"method_not_allowed","message":"use GET"}}'
 req GET /v1/stats
@@ -117,7 +117,7 @@ expect "evict 2 MiB" 200 '{"tier":"l1","evicted_bytes":2097152,"complete":true,"
 req POST /v1/tiers/l1/evict '{"all": true}'
 expect "evict all" 200 '{"tier":"l1","evicted_bytes":12582912,"complete":true,"blocks_evicted":12'
 req GET /v1/tiers
-expect "the tier is empty and counts the evictions" 200 '"used_bytes":0,"items":0,"hits":16000,"misses":0,"evictions":16}'
+expect "the tier is empty and counts the evictions" 200 '"used_bytes":0,"items":0,"hits":16000,"misses":0,"evictions":16,"dirty_items":0,"dirty_bytes":0}'
 req GET /metrics
 expect "/metrics has the namespace's quota" 200 'kvtier_namespace_l1_quota_bytes{namespace="1",model="kvtier-bench-1048576"} 0'
 req POST /v1/tiers/l1/evict '{"bytes": -1}'
