@@ -745,6 +745,67 @@ static void test_warm_scan_writes_nothing(void **state)
 	remove_l2_dir();
 }
 
+/* Stores 4-block requests of new keys from first up, without pause, until killed. */
+static void endless_storer(const char *socket, uint64_t first)
+{
+	struct kvt_client_options o = {.socket_path = socket, .model = "m",
+				       .block_bytes = BLOCK, .lanes = 1};
+	struct kvt_client *c;
+	void *addr;
+	uint32_t idx;
+	if (kvt_client_open(&o, &c) || kvt_buffer_create(c, 4 * (uint64_t)BLOCK, &addr, &idx))
+		_exit(1);
+	for (uint64_t k = first;; k += 4) {
+		struct kvt_block b[4];
+		blocks_for(b, k, 4, BLOCK);
+		if (kvt_store(c, idx, b, 4))
+			_exit(0);
+	}
+}
+
+/* A client killed while its STORE blocks wait for the writer: the others carry on. */
+static void test_client_killed_while_store_waits(void **state)
+{
+	(void)state;
+	make_l2_dir();
+	struct daemon_fixture *d = start((const char *[]){
+		"--l1-size", "16MiB", "--l1-region-size", "1MiB", "--l1-high-watermark", "1",
+		"--l1-low-watermark", "0.99", "--l2-path", l2_path, "--l2-size", "64MiB",
+		"--l2-region-size", "4MiB", "--l2-write-buffers", "2", "--store-wait-ms", "60000",
+		NULL});
+	int killed = 0;
+	for (int round = 0; round < 20 && killed < 3; round++) {
+		pid_t child = fork();
+		if (child == 0)
+			endless_storer(d->socket, 100000u * (uint64_t)(round + 1));
+		for (int i = 0; i < 400 && daemon_stat(d, "dataplane.store_waiting") == 0; i++)
+			sleep_ms(5);
+		killed += daemon_stat(d, "dataplane.store_waiting") > 0;
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+	}
+	assert_true(killed >= 1);
+	/* The waiting blocks finish (the writer catches up), nothing stays pinned or waiting. */
+	for (int i = 0; i < 2000 && (daemon_stat(d, "dataplane.store_waiting") ||
+				     daemon_stat(d, "dataplane.clients_active")); i++)
+		sleep_ms(5);
+	assert_int_equal(daemon_stat(d, "dataplane.store_waiting"), 0);
+	assert_int_equal(daemon_stat(d, "dataplane.clients_active"), 0);
+	assert_int_equal(daemon_stat(d, "l1.pinned_items"), 0);
+	struct kvt_client *c = client(d, "m", BLOCK, 1, 0, 0, 1);
+	struct staging in = staging(c, 3 * BLOCK), out = staging(c, BLOCK);
+	store_settled(d, c, &in, 0, 3);
+	assert_int_equal(load_checked(c, &out, 1), 0);
+	print_message("figures: %d clients killed while their STOREs waited for the writer; "
+		      "%lld blocks waited in all, the daemon served on\n", killed,
+		      daemon_stat(d, "dataplane.store_waits"));
+	kvt_client_close(c);
+	munmap(in.p, in.size);
+	munmap(out.p, out.size);
+	stop(d);
+	remove_l2_dir();
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -757,6 +818,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_stop_flushes_dirty_items, teardown),
 		cmocka_unit_test_teardown(test_kill9_loses_at_most_dirty, teardown),
 		cmocka_unit_test_teardown(test_warm_scan_writes_nothing, teardown),
+		cmocka_unit_test_teardown(test_client_killed_while_store_waits, teardown),
 		cmocka_unit_test_teardown(test_admin_evict_moves_to_l2, teardown),
 		cmocka_unit_test_teardown(test_failed_l2_probed_back, teardown),
 		cmocka_unit_test_teardown(test_l2_on_tmpfs_warns, teardown),
