@@ -269,8 +269,12 @@ static void test_restart_and_corruption(void **state)
 	remove_l2_dir();
 }
 
-/* Stores keys from 0 up, four at a time, without pause, until killed or failing. */
-static void heavy_storer(const char *socket)
+/*
+ * A child process's stores: keys [first, first+limit), four at a time,
+ * without pause, until done, killed, or the daemon goes; the count
+ * acknowledged so far in *acked when not NULL.
+ */
+static void storer(const char *socket, uint64_t first, uint64_t limit, _Atomic uint64_t *acked)
 {
 	struct kvt_client_options o = {.socket_path = socket, .model = "m",
 				       .block_bytes = BLOCK, .lanes = 1};
@@ -279,15 +283,30 @@ static void heavy_storer(const char *socket)
 	uint32_t idx;
 	if (kvt_client_open(&o, &c) || kvt_buffer_create(c, 4 * (uint64_t)BLOCK, &addr, &idx))
 		_exit(1);
-	for (uint64_t k = 0; k < 100000; k += 4) {
+	for (uint64_t k = first; k < first + limit; k += 4) {
 		struct kvt_block b[4];
 		blocks_for(b, k, 4, BLOCK);
 		for (uint32_t i = 0; i < 4; i++)
 			test_fill((uint8_t *)addr + (uint64_t)i * BLOCK, BLOCK, k + i);
 		if (kvt_store(c, idx, b, 4))
 			_exit(0); /* the daemon went away */
+		for (uint32_t i = 0; i < 4; i++)
+			if (b[i].status)
+				_exit(2);
+		if (acked)
+			atomic_store(acked, k + 4 - first);
 	}
 	_exit(0);
+}
+
+/* Forgets a daemon that has exited (its dir kept by daemon_stop, or never stopped). */
+static void forget_exited(struct daemon_fixture *d)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", d->dir);
+	(void)!system(cmd);
+	free(d);
+	current = NULL;
 }
 
 static void test_kill9_during_stores(void **state)
@@ -297,17 +316,13 @@ static void test_kill9_during_stores(void **state)
 	struct daemon_fixture *d = start_evict();
 	pid_t child = fork();
 	if (child == 0)
-		heavy_storer(d->socket);
+		storer(d->socket, 0, 100000, NULL);
 	for (int i = 0; i < 2000 && daemon_stat(d, "l2.victims_written") < 40; i++)
 		sleep_ms(5);
 	assert_true(daemon_stat(d, "l2.victims_written") >= 40);
 	kill(d->pid, SIGKILL);
 	assert_true(daemon_stop(d) != 0); /* killed; its dir is kept: remove it */
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", d->dir);
-	(void)!system(cmd);
-	free(d);
-	current = NULL;
+	forget_exited(d);
 	waitpid(child, NULL, 0);
 
 	d = start_evict();
@@ -622,11 +637,7 @@ static void test_stop_flushes_dirty_items(void **state)
 	bool dirty_at_stop = log_says(d, "stop: writing ");
 	assert_true(flushed || !dirty_at_stop);
 	assert_false(log_says(d, "not written within stop-flush-ms"));
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", d->dir);
-	(void)!system(cmd);
-	free(d);
-	current = NULL;
+	forget_exited(d);
 
 	d = start(flags);
 	assert_int_equal(daemon_stat(d, "l2.recovered_items"), 15);
@@ -640,31 +651,6 @@ static void test_stop_flushes_dirty_items(void **state)
 	munmap(out.p, out.size);
 	stop(d);
 	remove_l2_dir();
-}
-
-/* Stores keys from 0 up, four at a time, counting what was acknowledged in *acked. */
-static void counting_storer(const char *socket, _Atomic uint64_t *acked, uint64_t limit)
-{
-	struct kvt_client_options o = {.socket_path = socket, .model = "m",
-				       .block_bytes = BLOCK, .lanes = 1};
-	struct kvt_client *c;
-	void *addr;
-	uint32_t idx;
-	if (kvt_client_open(&o, &c) || kvt_buffer_create(c, 4 * (uint64_t)BLOCK, &addr, &idx))
-		_exit(1);
-	for (uint64_t k = 0; k < limit; k += 4) {
-		struct kvt_block b[4];
-		blocks_for(b, k, 4, BLOCK);
-		for (uint32_t i = 0; i < 4; i++)
-			test_fill((uint8_t *)addr + (uint64_t)i * BLOCK, BLOCK, k + i);
-		if (kvt_store(c, idx, b, 4))
-			_exit(0);
-		for (uint32_t i = 0; i < 4; i++)
-			if (b[i].status)
-				_exit(2);
-		atomic_store(acked, k + 4);
-	}
-	_exit(0);
 }
 
 /* kill -9 under stores: at most the dirty gauge's worth is lost, nothing is corrupt. */
@@ -683,7 +669,7 @@ static void test_kill9_loses_at_most_dirty(void **state)
 	atomic_store(acked, 0);
 	pid_t child = fork();
 	if (child == 0)
-		counting_storer(d->socket, acked, 200); /* 200 MiB: within L2, nothing reclaimed */
+		storer(d->socket, 0, 200, acked); /* 200 MiB: within L2, nothing reclaimed */
 	for (int i = 0; i < 4000 && atomic_load(acked) < 60; i++)
 		sleep_ms(5);
 	uint64_t before = atomic_load(acked);
@@ -692,11 +678,7 @@ static void test_kill9_loses_at_most_dirty(void **state)
 	uint64_t at_kill = atomic_load(acked);
 	assert_true(before >= 60 && dirty >= 0);
 	assert_true(daemon_stop(d) != 0);
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", d->dir);
-	(void)!system(cmd);
-	free(d);
-	current = NULL;
+	forget_exited(d);
 	waitpid(child, NULL, 0);
 
 	d = start(flags);
@@ -745,24 +727,6 @@ static void test_warm_scan_writes_nothing(void **state)
 	remove_l2_dir();
 }
 
-/* Stores 4-block requests of new keys from first up, without pause, until killed. */
-static void endless_storer(const char *socket, uint64_t first)
-{
-	struct kvt_client_options o = {.socket_path = socket, .model = "m",
-				       .block_bytes = BLOCK, .lanes = 1};
-	struct kvt_client *c;
-	void *addr;
-	uint32_t idx;
-	if (kvt_client_open(&o, &c) || kvt_buffer_create(c, 4 * (uint64_t)BLOCK, &addr, &idx))
-		_exit(1);
-	for (uint64_t k = first;; k += 4) {
-		struct kvt_block b[4];
-		blocks_for(b, k, 4, BLOCK);
-		if (kvt_store(c, idx, b, 4))
-			_exit(0);
-	}
-}
-
 /* A client killed while its STORE blocks wait for the writer: the others carry on. */
 static void test_client_killed_while_store_waits(void **state)
 {
@@ -777,7 +741,7 @@ static void test_client_killed_while_store_waits(void **state)
 	for (int round = 0; round < 20 && killed < 3; round++) {
 		pid_t child = fork();
 		if (child == 0)
-			endless_storer(d->socket, 100000u * (uint64_t)(round + 1));
+			storer(d->socket, 100000u * (uint64_t)(round + 1), 100000, NULL);
 		for (int i = 0; i < 400 && daemon_stat(d, "dataplane.store_waiting") == 0; i++)
 			sleep_ms(5);
 		killed += daemon_stat(d, "dataplane.store_waiting") > 0;
