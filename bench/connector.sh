@@ -12,13 +12,7 @@
 set -u
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 . "$SRC/bench/lib.sh"
-D=${1:-$SRC/.devcarry}
-OUT=${OUT:-$(mktemp -d /tmp/kvtier-connector.XXXXXX)}
-mkdir -p "$OUT"
-carried_env "$D"
-PY=${PYTHON:-python3}
-DIR=$(mktemp -d /tmp/kvtier-connector-run.XXXXXX)
-trap 'kvtierd_stop; rm -rf "$DIR"' EXIT
+carried_run connector "${1:-$SRC/.devcarry}" /tmp
 kvtierd_start "$BIN/kvtierd" "$DIR" --l1-size "${L1:-24GiB}" || exit 1
 ARGS="--socket $DIR/kvtierd.sock --requests ${REQUESTS:-8} --depth ${DEPTH:-4} --staging-blocks ${STAGING_BLOCKS:-16}"
 rc=0

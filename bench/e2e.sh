@@ -16,13 +16,7 @@
 set -u
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 . "$SRC/bench/lib.sh"
-D=${1:-$SRC/.devcarry}
-OUT=${OUT:-$(mktemp -d /tmp/kvtier-e2e.XXXXXX)}
-mkdir -p "$OUT"
-carried_env "$D"
-PY=${PYTHON:-python3}
-DIR=$(mktemp -d /var/tmp/kvtier-e2e-run.XXXXXX)
-trap 'kvtierd_stop; rm -rf "$DIR"' EXIT
+carried_run e2e "${1:-$SRC/.devcarry}" /var/tmp # L2 lives in DIR: a disk, not tmpfs
 REGION=268435456
 start() {
 	kvtierd_start "$BIN/kvtierd" "$DIR" --l1-size "${L1:-24GiB}" --l2-path "$DIR/l2" \

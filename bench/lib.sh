@@ -39,6 +39,18 @@ carried_env() {
 	export KVTIER_LIBRARY="$1/lib/libkvtier.so.0"
 }
 
+# carried_run NAME CARRY-DIR RUN-PARENT: what a script run from a carried folder
+# needs: carried_env, OUT (its results; a new dir under /tmp unless set), PY, and
+# DIR, a runtime dir under RUN-PARENT that an EXIT trap removes with the daemon.
+carried_run() {
+	carried_env "$2"
+	OUT=${OUT:-$(mktemp -d "/tmp/kvtier-$1.XXXXXX")}
+	mkdir -p "$OUT"
+	PY=${PYTHON:-python3}
+	DIR=$(mktemp -d "$3/kvtier-$1-run.XXXXXX")
+	trap 'kvtierd_stop; rm -rf "$DIR"' EXIT
+}
+
 # disk_ceiling DIR MIB: prints "GB/s source", the disk's O_DIRECT random reads of
 # 18 MiB blocks at queue depth 32 on a MIB-MiB file in DIR (fio, else the
 # ceilings tool uring_read that bench/carry.sh builds); nothing without either.
