@@ -73,7 +73,7 @@ static double write_phase(struct l2 *l2, const struct kvt_ns *ns, uint64_t items
 		struct kvt_key k = key_of(n);
 		const uint8_t *parts[1] = {data};
 		uint32_t lengths[1] = {len};
-		struct l1_victim v = {ns, &k, 1, parts, lengths, L1_EVICT_CAPACITY, true};
+		struct l1_victim v = {ns, &k, 1, parts, lengths, L1_EVICT_CAPACITY, true, NULL};
 		for (;;) {
 			l2_stats_read(l2, &s);
 			uint64_t dropped = s.victims_dropped_behind;

@@ -10,6 +10,14 @@
 
 /* Buckets made at start, at most; the index doubles past it. */
 #define L1_INDEX_MAX_PRESIZE (UINT64_C(1) << 22)
+/*
+ * The writer pins at most 1/L1_WRITER_SHARE of the arena with writes from
+ * slots: enough to keep a disk busy (at 2 GB/s, 64 MiB is 32 ms of work)
+ * while most of L1 stays evictable for stores.
+ */
+#define L1_WRITER_SHARE 4
+/* And at most this many items: eviction steps over them at the LRU end. */
+#define L1_WRITER_MAX_ITEMS 256
 
 enum part_state { PART_EMPTY, PART_WRITING, PART_STORED };
 
@@ -46,6 +54,7 @@ struct l1_item {
 	uint16_t nstored;
 	uint8_t write;              /* enum item_write, once complete */
 	bool on_dirty;              /* linked on LRU_DIRTY */
+	bool write_pinned;          /* the lower tier writes from its slots: stays put, not evicted */
 	struct l1_part parts[];
 };
 
@@ -293,12 +302,15 @@ static bool has_lower(const struct l1 *l1)
 	return l1->lower.take_victim != NULL;
 }
 
-/* Hands a complete item to the lower tier: as a victim (evicting) or written behind. */
-static void offer_to_lower(struct l1 *l1, struct l1_item *it, enum l1_evict_reason reason,
+/*
+ * Hands a complete item to the lower tier: as a victim (evicting) or written
+ * behind. True when the lower tier keeps reading its slots after the call.
+ */
+static bool offer_to_lower(struct l1 *l1, struct l1_item *it, enum l1_evict_reason reason,
 			   bool evicting)
 {
 	if (!has_lower(l1) || !item_complete(it))
-		return;
+		return false;
 	const uint8_t *parts[KVT_TP_MAX];
 	uint32_t lengths[KVT_TP_MAX];
 	for (uint16_t r = 0; r < it->nparts; r++) {
@@ -308,10 +320,12 @@ static void offer_to_lower(struct l1 *l1, struct l1_item *it, enum l1_evict_reas
 	struct l1_victim v = {
 		.ns = it->ns, .key = &it->entry.key, .nparts = it->nparts,
 		.parts = parts, .lengths = lengths, .reason = reason, .evicting = evicting,
+		.item = evicting ? NULL : it,
 	};
-	l1->lower.take_victim(l1->lower.ctx, &v);
+	bool kept = l1->lower.take_victim(l1->lower.ctx, &v);
 	if (evicting)
 		STAT_ADD(l1, victims_to_lower, 1);
+	return kept && !evicting;
 }
 
 static void count_eviction(struct l1 *l1, enum l1_evict_reason reason)
@@ -358,6 +372,20 @@ static bool evict_needs_wait(const struct l1 *l1, const struct l1_item *it)
 	return has_lower(l1) && item_complete(it) && it->write == ITEM_DIRTY;
 }
 
+/*
+ * The least recently used item on list w from tail on that may be evicted
+ * now: one the lower tier writes from is stepped over (*skipped).
+ */
+static struct l1_item *evictable(struct l1_item *tail, enum lru_list w, bool *skipped)
+{
+	*skipped = false;
+	while (tail && tail->write_pinned) {
+		*skipped = true;
+		tail = tail->lru[w].prev;
+	}
+	return tail;
+}
+
 /* Whether reclaiming region r would evict a dirty item. */
 static bool region_has_dirty(struct l1 *l1, uint32_t r)
 {
@@ -366,7 +394,7 @@ static bool region_has_dirty(struct l1 *l1, uint32_t r)
 		struct l1_item *owner = arena_region_owner(&l1->arena, r, i, &nslots);
 		if (i >= nslots)
 			return false;
-		if (owner && owner->pins == 0 && evict_needs_wait(l1, owner))
+		if (owner && owner->pins == 0 && (owner->write_pinned || evict_needs_wait(l1, owner)))
 			return true;
 	}
 }
@@ -376,17 +404,43 @@ static bool lower_holds(const struct l1 *l1, const struct l1_item *it)
 	return l1->lower.contains && l1->lower.contains(l1->lower.ctx, it->ns, &it->entry.key);
 }
 
-/* Items handed down earlier: clean once durable, dirty again if the lower tier lost them. */
+/* A handed-down item: clean once durable, dirty again if the lower tier lost it. */
+static void confirm_write(struct l1 *l1, struct l1_item *it)
+{
+	if (!has_lower(l1) || !lower_holds(l1, it))
+		item_set_dirty_again(l1, it);
+	else if (!l1->lower.durable || l1->lower.durable(l1->lower.ctx, it->ns, &it->entry.key))
+		item_set_written(l1, it, ITEM_CLEAN);
+}
+
+/* The items handed down earlier whose slots the lower tier does not read (it copied them). */
 static void confirm_writes(struct l1 *l1)
 {
 	for (struct l1_item *it = l1->writing_tail, *prev; it; it = prev) {
 		prev = it->lru[LRU_WRITING].prev;
-		if (!lower_holds(l1, it))
-			item_set_dirty_again(l1, it);
-		else if (!l1->lower.durable ||
-			 l1->lower.durable(l1->lower.ctx, it->ns, &it->entry.key))
-			item_set_written(l1, it, ITEM_CLEAN);
+		if (!it->write_pinned)
+			confirm_write(l1, it);
 	}
+}
+
+/*
+ * The lower tier writes from its slots until l1_write_released: the item
+ * keeps its LRU place (loads go on) but is never evicted meanwhile.
+ */
+static void write_pin(struct l1 *l1, struct l1_item *it)
+{
+	it->write_pinned = true;
+	l1->write_pinned_items++;
+	l1->write_pinned_bytes += item_bytes(it);
+}
+
+void l1_write_released(struct l1 *l1, struct l1_item *it)
+{
+	it->write_pinned = false;
+	l1->write_pinned_items--;
+	l1->write_pinned_bytes -= item_bytes(it);
+	if (it->write == ITEM_WRITING)
+		confirm_write(l1, it);
 }
 
 unsigned l1_write_behind(struct l1 *l1, unsigned max)
@@ -395,13 +449,17 @@ unsigned l1_write_behind(struct l1 *l1, unsigned max)
 	if (!has_lower(l1))
 		return 0;
 	confirm_writes(l1);
-	while (n < max && l1->dirty_tail && lower_has_room(l1)) {
+	while (n < max && l1->dirty_tail && lower_has_room(l1) &&
+	       l1->write_pinned_bytes < l1->arena.size / L1_WRITER_SHARE &&
+	       l1->write_pinned_items < L1_WRITER_MAX_ITEMS) {
 		struct l1_item *it = l1->dirty_tail;
-		offer_to_lower(l1, it, L1_EVICT_WATERMARK, false);
+		bool kept = offer_to_lower(l1, it, L1_EVICT_WATERMARK, false);
 		if (lower_holds(l1, it)) {
 			STAT_ADD(l1, written_behind, 1);
 			STAT_ADD(l1, written_behind_bytes, item_bytes(it));
 			item_set_writing(l1, it);
+			if (kept)
+				write_pin(l1, it);
 		} else {
 			STAT_ADD(l1, unwritable_items, 1);
 			item_set_written(l1, it, ITEM_REFUSED);
@@ -416,9 +474,11 @@ unsigned l1_write_behind(struct l1 *l1, unsigned max)
 uint64_t l1_evict(struct l1 *l1, uint64_t bytes, enum l1_evict_reason reason)
 {
 	uint64_t freed = 0;
-	while (freed < bytes && l1->lru_tail &&
+	bool skipped;
+	struct l1_item *it;
+	while (freed < bytes && (it = evictable(l1->lru_tail, LRU_ALL, &skipped)) &&
 	       ((reason != L1_EVICT_WATERMARK && reason != L1_EVICT_ADMIN) || lower_has_room(l1)))
-		freed += item_evict(l1, l1->lru_tail, reason);
+		freed += item_evict(l1, it, reason);
 	return freed;
 }
 
@@ -428,10 +488,12 @@ uint64_t l1_evict(struct l1 *l1, uint64_t bytes, enum l1_evict_reason reason)
  */
 static int fit_quota(struct l1 *l1, struct kvt_ns *ns, uint64_t more)
 {
+	bool skipped;
 	while (ns->l1_quota && ns->l1_bytes + more > ns->l1_quota) {
-		if (!ns->l1_lru_tail)
+		struct l1_item *it = evictable(ns->l1_lru_tail, LRU_NS, &skipped);
+		if (!it)
 			return -KVT_EQUOTA;
-		item_evict(l1, ns->l1_lru_tail, L1_EVICT_QUOTA);
+		item_evict(l1, it, L1_EVICT_QUOTA);
 		ns->l1_quota_evictions++;
 	}
 	return 0;
@@ -445,7 +507,7 @@ static void reclaim_region(struct l1 *l1, uint32_t r)
 		struct l1_item *owner = arena_region_owner(&l1->arena, r, i, &nslots);
 		if (i >= nslots)
 			break;
-		if (owner && owner->pins == 0)
+		if (owner && owner->pins == 0 && !owner->write_pinned)
 			item_evict(l1, owner, L1_EVICT_CAPACITY);
 	}
 }
@@ -473,7 +535,12 @@ static int make_room(struct l1 *l1, struct arena_class *c, unsigned flags)
 	if (l1->high_watermark < 1.0 && used + c->slot_size > l1->high_bytes)
 		l1_evict(l1, used + c->slot_size - l1->low_bytes, L1_EVICT_WATERMARK);
 	while (!arena_can_alloc(&l1->arena, c)) {
-		struct l1_item *victim = l1->lru_tail;
+		bool skipped;
+		struct l1_item *victim = evictable(l1->lru_tail, LRU_ALL, &skipped);
+		if (wait && skipped) { /* evicting a newer item would break LRU order */
+			STAT_ADD(l1, store_waits, 1);
+			return -EAGAIN;
+		}
 		if (!victim)
 			return -KVT_EALLPINNED;
 		const uint8_t *slot = item_any_slot(victim);
@@ -579,8 +646,11 @@ int l1_ns_open(struct l1 *l1, struct kvt_ns *ns)
 uint64_t l1_ns_drop(struct l1 *l1, const struct kvt_ns *ns, uint64_t *pinned)
 {
 	uint64_t freed = 0;
-	while (ns->l1_lru_tail) /* every unpinned item of ns is on its list; none goes lower */
-		freed += item_drop(l1, ns->l1_lru_tail, L1_EVICT_ADMIN);
+	bool skipped;
+	struct l1_item *it;
+	/* Every unpinned item of ns is on its list; none goes lower. */
+	while ((it = evictable(ns->l1_lru_tail, LRU_NS, &skipped)))
+		freed += item_drop(l1, it, L1_EVICT_ADMIN);
 	*pinned = ns->l1_items;
 	return freed;
 }
@@ -652,6 +722,8 @@ int l1_store_begin(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key 
 	part->data = slot;
 	part->length = length;
 	part->state = PART_WRITING;
+	/* The lower tier writes whole 4 KiB blocks from the slot: no stale bytes in them. */
+	memset((uint8_t *)slot + length, 0, arena_slot_size(length) - length);
 	*ref = (struct l1_ref){.item = it, .rank = rank, .data = slot, .length = length};
 	return 0;
 }
@@ -917,6 +989,7 @@ int l1_verify(const struct l1 *l1, const char **what)
 {
 	uint64_t items = 0, complete = 0, pinned = 0, slot_bytes = 0, in_lru = 0;
 	uint64_t dirty = 0, dirty_bytes = 0, dirty_unpinned = 0, writing = 0, writing_unpinned = 0;
+	uint64_t write_pinned = 0, write_pinned_bytes = 0;
 	for (uint64_t b = 0; b <= l1->index.mask; b++) {
 		for (const struct index_entry *e = l1->index.buckets[b]; e; e = e->next) {
 			const struct l1_item *it = (const struct l1_item *)e;
@@ -938,8 +1011,16 @@ int l1_verify(const struct l1 *l1, const char **what)
 			VERIFY(it->on_dirty == (item_complete(it) && it->write == ITEM_DIRTY &&
 						it->pins == 0),
 			       "an item's place on the dirty list disagrees with its state");
+			if (it->write_pinned) {
+				VERIFY(item_complete(it) && it->write == ITEM_WRITING,
+				       "an item written from its slots is not being written");
+				write_pinned++;
+				write_pinned_bytes += item_bytes(it);
+			}
 		}
 	}
+	VERIFY(write_pinned == l1->write_pinned_items && write_pinned_bytes == l1->write_pinned_bytes,
+	       "the count of items written from their slots is wrong");
 	const struct l1_item *prev = NULL;
 	for (const struct l1_item *it = l1->lru_head; it; prev = it, it = it->lru[LRU_ALL].next) {
 		VERIFY(it->pins == 0, "a pinned item is on the LRU list");

@@ -116,7 +116,11 @@ struct l1_stats_snapshot {
 
 struct l1_item;
 
-/* A victim handed to the lower tier; the bytes are valid during the call only. */
+/*
+ * A victim handed to the lower tier; the bytes are valid during the call
+ * only, unless take_victim keeps them (written behind only: then until
+ * l1_write_released(item)).
+ */
 struct l1_victim {
 	const struct kvt_ns *ns;
 	const struct kvt_key *key;
@@ -125,14 +129,20 @@ struct l1_victim {
 	const uint32_t *lengths;
 	enum l1_evict_reason reason;
 	bool evicting;             /* false: written behind, the item stays in L1 */
+	struct l1_item *item;      /* written behind: what l1_write_released takes */
 };
 
 struct l1_lower_tier {
 	void *ctx;
 	/* Whether the lower tier holds (ns, key) complete. */
 	bool (*contains)(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key);
-	/* Takes a complete victim; must not call back into L1. */
-	void (*take_victim)(void *ctx, const struct l1_victim *victim);
+	/*
+	 * Takes a complete victim; must not call back into L1. Returns true when
+	 * it goes on reading a written-behind item's slots after the call (never
+	 * for an evicting one): the item is then never evicted, its slots
+	 * unchanged, until the lower tier calls l1_write_released.
+	 */
+	bool (*take_victim)(void *ctx, const struct l1_victim *victim);
 	/*
 	 * Whether it would write a victim now (NULL: always). Watermark and admin
 	 * eviction wait while it would not, so that a busy lower tier does not
@@ -169,6 +179,8 @@ struct l1 {
 	struct l1_item *dirty_tail;
 	struct l1_item *writing_head;  /* handed down, not yet durable: oldest at the tail */
 	struct l1_item *writing_tail;
+	uint32_t write_pinned_items;   /* kept while the lower tier writes from their slots */
+	uint64_t write_pinned_bytes;
 	uint64_t high_bytes, low_bytes;
 	double high_watermark, low_watermark;
 	struct l1_lower_tier lower;
@@ -224,14 +236,17 @@ void l1_set_max_lease(struct l1 *l1, uint32_t max_lease_ms);
 
 /*
  * Starts storing rank's part of (ns, key), length bytes: on 0, ref->data is
- * the slot to fill and the item is pinned until l1_store_commit or
+ * the slot to fill (zero from length to the next 4 KiB, the blocks a lower
+ * tier writes from it) and the item is pinned until l1_store_commit or
  * l1_store_abort. -EEXIST when the part is stored or being stored (a no-op
  * for the caller), -EINVAL for a rank outside the TP size, -ERANGE when
  * length exceeds the block size or is 0, -KVT_EQUOTA when ns is at its
  * quota with all of it pinned, -KVT_EALLPINNED when no slot can be freed,
  * -ENOMEM when memory for the item cannot be had; with L1_STORE_WAIT_DIRTY,
- * -EAGAIN when a slot needs the eviction of a dirty item (nothing evicted:
- * call again once l1_write_behind has cleaned the LRU end).
+ * -EAGAIN when a slot needs the eviction of a dirty item, or of an item
+ * used after one the lower tier is writing from (nothing evicted: call
+ * again once l1_write_behind has cleaned the LRU end, or the writes were
+ * released).
  */
 int l1_store_begin(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *key,
 		   uint16_t rank, uint32_t length, unsigned flags, struct l1_ref *ref);
@@ -273,11 +288,19 @@ uint64_t l1_lease_next_expiry(const struct l1 *l1);
  * The writer: first, items handed down earlier become clean once durable
  * there (or dirty again, to be handed again, if the lower tier lost them);
  * then it hands dirty unpinned items to the lower tier, LRU end first,
- * while it has room (has_room), at most max of them; one the lower tier
- * does not then hold is not retried (unwritable_items). Returns how many
- * were handed down.
+ * while it has room (has_room), at most max of them, and while the items
+ * pinned for writes from their slots hold less than a quarter of the
+ * arena; one the lower tier does not then hold is not retried
+ * (unwritable_items). Returns how many were handed down.
  */
 unsigned l1_write_behind(struct l1 *l1, unsigned max);
+
+/*
+ * The lower tier no longer reads its slots (take_victim kept them): the
+ * item is clean if durable there, dirty again if lost, and may be evicted
+ * again (it kept its LRU place meanwhile).
+ */
+void l1_write_released(struct l1 *l1, struct l1_item *item);
 
 /*
  * Evicts unpinned items, LRU first, until bytes are freed (all: UINT64_MAX).

@@ -38,7 +38,8 @@ struct l2_part {
 	uint64_t checksum;
 	uint32_t length;
 	uint32_t region;
-	bool on_disk;                 /* its record's write completed (or it was recovered) */
+	uint8_t unwritten;            /* writes of its record not completed (0: on disk, or recovered) */
+	bool direct;                  /* its data is written from the caller's memory, not a write buffer */
 };
 
 /* What L2 holds of one namespace, by digest: of this run's namespaces or not. */
@@ -88,12 +89,16 @@ struct l2_wbuf {
 	int fixed_index;              /* registered buffer, or -1 */
 };
 
-/* A write of [start, end) of a region's write buffer, or a zero header block. */
+/*
+ * A write of [start, end) of a region from buf: of its write buffer, of a
+ * header block, or of a direct write's data.
+ */
 struct l2_write {
 	struct l2_io io;
 	struct l2_region *region;
 	uint64_t start, end;          /* region-relative */
 	bool owned_block;             /* buf is a header block mapped for this write */
+	struct l2_direct *direct;     /* the direct write it is part of, or NULL */
 };
 
 /* A zeroed block, written over headers to invalidate them. */
@@ -479,6 +484,23 @@ static void release_tombstones(struct l2 *l2, struct l2_region *r, uint64_t star
 	}
 }
 
+/* Whether [start, end) of r covers part of p's record (header and padded data). */
+static bool record_overlaps(const struct l2 *l2, const struct l2_region *r,
+			    const struct l2_part *p, uint64_t start, uint64_t end)
+{
+	uint64_t data = p->offset - region_base(l2, r);
+	return data - L2FMT_BLOCK < end && data + l2fmt_align(p->length) > start;
+}
+
+/* One write of a direct write has finished: the last one tells its owner. */
+static void direct_write_done(struct l2_direct *d, int res)
+{
+	if (res < 0 && !d->status)
+		d->status = -EIO;
+	if (--d->ios == 0)
+		d->done(d, d->status);
+}
+
 static void write_complete(struct l2_io *io, int res)
 {
 	struct l2_write *w = (struct l2_write *)io;
@@ -490,9 +512,8 @@ static void write_complete(struct l2_io *io, int res)
 		/* Its items never reached the disk: forget them. */
 		struct l2_part *p = r->parts;
 		while (p) {
-			uint64_t at = p->offset - region_base(l2, r);
 			struct l2_part *next = p->next;
-			if (at >= w->start && at < w->end) {
+			if (record_overlaps(l2, r, p, w->start, w->end)) {
 				item_drop(l2, p->item);
 				next = r->parts; /* the list changed: start over */
 			}
@@ -501,36 +522,47 @@ static void write_complete(struct l2_io *io, int res)
 	} else {
 		l2->consecutive_errors = 0;
 		STAT_ADD(l2, bytes_written, w->end - w->start);
-		for (struct l2_part *p = r->parts; p; p = p->next) {
-			uint64_t at = p->offset - region_base(l2, r);
-			if (at >= w->start && at < w->end)
-				p->on_disk = true;
-		}
+		for (struct l2_part *p = r->parts; p; p = p->next)
+			if (p->unwritten && record_overlaps(l2, r, p, w->start, w->end))
+				p->unwritten--;
 	}
 	release_tombstones(l2, r, w->start, w->end);
 	region_release_wbuf(r);
 	if (w->owned_block)
 		munmap(io->buf, L2FMT_BLOCK);
+	if (w->direct)
+		direct_write_done(w->direct, res);
 	free(w);
 }
 
-/* Queues a write of [start, end) of r from buf (owned: a block to unmap after). -ENOMEM. */
-static int write_queue(struct l2 *l2, struct l2_region *r, uint8_t *buf, uint64_t start,
-		       uint64_t end, bool owned)
+/*
+ * Queues a write of [start, end) of r from buf (owned: a block to unmap
+ * after; direct: the direct write it belongs to). -ENOMEM.
+ */
+static int write_queue_from(struct l2 *l2, struct l2_region *r, const uint8_t *buf,
+			    uint64_t start, uint64_t end, bool owned, struct l2_direct *direct)
 {
 	struct l2_write *w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	w->io = (struct l2_io){.l2 = l2, .complete = write_complete, .buf = buf,
+	/* The ring only reads from buf for a write: the cast keeps one l2_io for both ways. */
+	w->io = (struct l2_io){.l2 = l2, .complete = write_complete, .buf = (uint8_t *)buf,
 			       .offset = region_base(l2, r) + start, .len = (uint32_t)(end - start),
 			       .write = true};
 	w->region = r;
 	w->owned_block = owned;
+	w->direct = direct;
 	w->start = start;
 	w->end = end;
 	r->writes++;
 	io_queue(l2, &w->io);
 	return 0;
+}
+
+static int write_queue(struct l2 *l2, struct l2_region *r, uint8_t *buf, uint64_t start,
+		       uint64_t end, bool owned)
+{
+	return write_queue_from(l2, r, buf, start, end, owned, NULL);
 }
 
 static void region_seal(struct l2 *l2, struct l2_region *r)
@@ -619,6 +651,7 @@ static struct l2_item *append_victim(struct l2 *l2, struct l2_region *r,
 		p->offset = region_base(l2, r) + r->used + L2FMT_BLOCK;
 		p->length = v->lengths[i];
 		p->checksum = rec.data_checksum;
+		p->unwritten = 1; /* one write: records and data from the write buffer */
 		part_link(l2, it, p, r->index);
 		r->used += L2FMT_BLOCK + padded;
 	}
@@ -654,32 +687,47 @@ static bool fit_quota(struct l2 *l2, const struct kvt_ns *ns, uint64_t bytes)
 	return true;
 }
 
-void l2_write_victim(struct l2 *l2, const struct l1_victim *v)
+/*
+ * Whether v can be written now, counting why not: the open region with room
+ * for its records (bytes), or -EIO (L2 off), -EEXIST (held already),
+ * -E2BIG (larger than a region), -EDQUOT (larger than its quota), -ENOSPC
+ * (no region or write buffer free: L2 behind).
+ */
+static int victim_admit(struct l2 *l2, const struct l1_victim *v, struct l2_region **region,
+			uint64_t *bytes)
 {
 	if (!l2_writable(l2)) {
 		STAT_ADD(l2, victims_dropped_off, 1);
-		return;
+		return -EIO;
 	}
 	if (item_find(l2, v->ns->digest, v->key)) {
 		STAT_ADD(l2, victims_present, 1);
-		return;
+		return -EEXIST;
 	}
-	uint64_t bytes = 0;
+	*bytes = 0;
 	for (uint16_t i = 0; i < v->nparts; i++)
-		bytes += l2fmt_record_bytes(v->lengths[i]);
-	if (bytes > l2->region_size - L2FMT_BLOCK) {
+		*bytes += l2fmt_record_bytes(v->lengths[i]);
+	if (*bytes > l2->region_size - L2FMT_BLOCK) {
 		STAT_ADD(l2, victims_dropped_unfit, 1);
-		return;
+		return -E2BIG;
 	}
-	if (!fit_quota(l2, v->ns, bytes)) {
+	if (!fit_quota(l2, v->ns, *bytes)) {
 		STAT_ADD(l2, victims_dropped_quota, 1);
-		return;
+		return -EDQUOT;
 	}
-	struct l2_region *r = region_with_room(l2, bytes);
-	if (!r) {
+	if (!(*region = region_with_room(l2, *bytes))) {
 		STAT_ADD(l2, victims_dropped_behind, 1);
-		return;
+		return -ENOSPC;
 	}
+	return 0;
+}
+
+void l2_write_victim(struct l2 *l2, const struct l1_victim *v)
+{
+	struct l2_region *r;
+	uint64_t bytes;
+	if (victim_admit(l2, v, &r, &bytes))
+		return;
 	uint64_t start = r->used;
 	if (!append_victim(l2, r, v) || write_queue(l2, r, r->wbuf->mem + start, start, r->used, false)) {
 		struct l2_item *it = item_find(l2, v->ns->digest, v->key);
@@ -694,6 +742,86 @@ void l2_write_victim(struct l2 *l2, const struct l1_victim *v)
 	STAT_ADD(l2, victims_written, 1);
 }
 
+int l2_direct_reserve(struct l2 *l2, const struct l1_victim *v, struct l2_direct *d)
+{
+	struct l2_region *r;
+	uint64_t bytes;
+	int err = victim_admit(l2, v, &r, &bytes);
+	if (err)
+		return err;
+	struct l2_item *it = item_new(l2, v->ns->digest, v->key, v->nparts);
+	if (!it) {
+		STAT_ADD(l2, victims_dropped_behind, 1);
+		return -ENOMEM;
+	}
+	d->region = r;
+	d->region_seq = r->seq;
+	d->ns_digest = v->ns->digest;
+	d->key = *v->key;
+	d->nparts = v->nparts;
+	d->ios = 0;
+	d->status = 0;
+	uint64_t start = r->used;
+	for (uint16_t i = 0; i < v->nparts; i++) {
+		d->parts[i] = (struct l2_direct_part){.data = v->parts[i], .length = v->lengths[i],
+						      .at = r->used};
+		struct l2_part *p = &it->parts[i];
+		p->offset = region_base(l2, r) + r->used + L2FMT_BLOCK;
+		p->length = v->lengths[i];
+		p->unwritten = 2; /* its header block, then its data */
+		p->direct = true;
+		part_link(l2, it, p, r->index);
+		r->used += l2fmt_record_bytes(v->lengths[i]);
+	}
+	r->writes++; /* held, with its write buffer, until l2_direct_write */
+	STAT_ADD(l2, used_bytes, r->used - start);
+	STAT_ADD(l2, items, 1);
+	STAT_ADD(l2, victims_written, 1);
+	STAT_ADD(l2, direct_writes, 1);
+	return 0;
+}
+
+/* The checksums the caller computed, into the parts L2 still holds of d's item. */
+static void direct_set_checksums(struct l2 *l2, const struct l2_direct *d)
+{
+	struct l2_item *it = item_find(l2, d->ns_digest, &d->key);
+	if (!it || it->nparts != d->nparts)
+		return;
+	for (uint16_t i = 0; i < d->nparts; i++) {
+		struct l2_part *p = &it->parts[i];
+		if (p->region != d->region->index ||
+		    p->offset != region_base(l2, d->region) + d->parts[i].at + L2FMT_BLOCK)
+			return; /* another item of the same key, written after this one was dropped */
+	}
+	for (uint16_t i = 0; i < d->nparts; i++)
+		it->parts[i].checksum = d->parts[i].checksum;
+}
+
+void l2_direct_write(struct l2 *l2, struct l2_direct *d)
+{
+	struct l2_region *r = d->region;
+	direct_set_checksums(l2, d);
+	d->ios = 1; /* until every write is queued */
+	for (uint16_t i = 0; i < d->nparts; i++) {
+		const struct l2_direct_part *dp = &d->parts[i];
+		struct l2fmt_record rec = {
+			.region_seq = d->region_seq, .ns_digest = d->ns_digest, .key = d->key,
+			.rank = i, .tp_size = d->nparts, .length = dp->length,
+			.data_checksum = dp->checksum,
+		};
+		l2fmt_record_encode(r->wbuf->mem + dp->at, &rec);
+		uint64_t data = dp->at + L2FMT_BLOCK;
+		d->ios += 2;
+		if (write_queue_from(l2, r, r->wbuf->mem + dp->at, dp->at, data, false, d))
+			direct_write_done(d, -ENOMEM);
+		if (write_queue_from(l2, r, dp->data, data, data + l2fmt_align(dp->length), false, d))
+			direct_write_done(d, -ENOMEM);
+	}
+	r->writes--; /* the reservation's hold: the writes hold it now */
+	region_release_wbuf(r);
+	direct_write_done(d, 0);
+}
+
 bool l2_durable(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key)
 {
 	if (!l2_readable(l2))
@@ -702,7 +830,7 @@ bool l2_durable(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *ke
 	if (!it || it->nparts != ns->tp_size)
 		return false;
 	for (uint16_t i = 0; i < it->nparts; i++)
-		if (!it->parts[i].on_disk)
+		if (it->parts[i].unwritten)
 			return false;
 	return true;
 }
@@ -772,7 +900,12 @@ int l2_read_begin(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *
 		return -ERANGE;
 	struct l2_region *r = &l2->regions[p->region];
 	rd->length = p->length;
-	if (r->wbuf) {
+	if (p->direct && p->unwritten) {
+		/* Not on disk yet, and its bytes are the writer's (in L1, which answers first). */
+		STAT_ADD(l2, read_misses, 1);
+		return -ENOENT;
+	}
+	if (r->wbuf && !p->direct) {
 		memcpy(dst, r->wbuf->mem + (p->offset - region_base(l2, r)), p->length);
 		STAT_ADD(l2, reads, 1);
 		STAT_ADD(l2, reads_from_memory, 1);
@@ -894,7 +1027,7 @@ static void invalidate_part(struct l2 *l2, const struct l2_part *p)
 	};
 	l2fmt_record_encode(block, &rec);
 	uint64_t at = p->offset - L2FMT_BLOCK - region_base(l2, r);
-	if (p->on_disk) {
+	if (!p->unwritten) {
 		write_block(l2, r, at, block);
 		return;
 	}
@@ -984,7 +1117,7 @@ static void recover_part(struct l2 *l2, struct l2_region *r, const struct l2fmt_
 	p->offset = data_offset;
 	p->length = rec->length;
 	p->checksum = rec->data_checksum;
-	p->on_disk = true;
+	p->unwritten = 0;
 	part_link(l2, it, p, r->index);
 }
 

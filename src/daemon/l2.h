@@ -36,6 +36,9 @@
 	  "L1 victims offered to L2, by what became of them: written.") \
 	X(bytes_written, COUNTER, "kvtier_stored_bytes_total", "tier=\"l2\"", \
 	  "Bytes written to L2, headers and padding included.") \
+	X(direct_writes, COUNTER, "kvtier_l2_direct_writes_total", "", \
+	  "Items written straight from their L1 slots, checksummed off the loop (the writer's way; " \
+	  "the rest of the written victims were copied into a write buffer at eviction).") \
 	X(victims_present, COUNTER, "kvtier_l2_victims_total", "result=\"present\"", \
 	  "L1 victims skipped: L2 held them already.") \
 	X(victims_dropped_behind, COUNTER, "kvtier_l2_victims_total", "result=\"dropped_behind\"", \
@@ -232,6 +235,51 @@ int l2_probe(struct l2 *l2);
  * counted (victims_dropped_*), one it holds already is counted as present.
  */
 void l2_write_victim(struct l2 *l2, const struct l1_victim *v);
+/*
+ * A direct write: an item written from memory its owner keeps unchanged
+ * until done is called (L1's slots, registered with the ring), with no copy
+ * and with checksums the owner computes off the loop thread. Caller-owned,
+ * with room for the item's parts.
+ */
+struct l2_direct_part {
+	const uint8_t *data;      /* L2FMT_BLOCK-aligned; zero from length to the next block */
+	uint32_t length;
+	uint64_t checksum;        /* XXH3-64 of the data: the owner's, before l2_direct_write */
+	uint64_t at;              /* private: the record's offset in its region */
+};
+
+struct l2_direct {
+	/* On the owner thread once every write is done: 0, or -EIO / -ENOMEM (the item is dropped). */
+	void (*done)(struct l2_direct *d, int status);
+	/* Private. */
+	struct l2_region *region;
+	uint64_t region_seq;
+	uint64_t ns_digest;
+	struct kvt_key key;
+	uint32_t ios;
+	int status;
+	uint16_t nparts;
+	struct l2_direct_part parts[];  /* v->nparts of them */
+};
+
+/*
+ * Reserves the records of v in the open region: from now on L2 holds the
+ * item (l2_contains), though not durably and not readable (its reads miss)
+ * until its writes complete. Fills d->parts[i].data and length from v; the
+ * caller then sets each checksum and calls l2_direct_write. 0, or (counted
+ * as for l2_write_victim) -EEXIST when held already, -EIO when not
+ * writable, -E2BIG when larger than a region, -EDQUOT when larger than its
+ * namespace's quota, -ENOSPC when L2 is behind, -ENOMEM.
+ */
+int l2_direct_reserve(struct l2 *l2, const struct l1_victim *v, struct l2_direct *d);
+/*
+ * Queues the header blocks (from the write buffer) and the data (from the
+ * parts' own memory) of a reserved item; d->done follows. An item dropped
+ * meanwhile is written all the same and its tombstone after (a restart
+ * never brings it back).
+ */
+void l2_direct_write(struct l2 *l2, struct l2_direct *d);
+
 /* Room for a victim now: an idle write buffer, or an open region less than half full. */
 bool l2_has_room(const struct l2 *l2);
 bool l2_contains(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *key);

@@ -92,7 +92,7 @@ static void submit_queued(struct loop_hook *hook)
 
 void l2svc_set_evict(struct l2svc *s, bool evict)
 {
-	struct l1_lower_tier lower = tiering_lower_tier(&s->l2);
+	struct l1_lower_tier lower = writer_lower_tier(&s->writer);
 	s->dp->tiering.evict = evict;
 	l1_set_lower_tier(s->l1, evict ? &lower : NULL);
 }
@@ -124,6 +124,10 @@ static void on_recovered(struct loop_source *src, uint32_t events)
 		log_info("l2: index rebuilt in %.1f ms: %" PRIu64 " items, %" PRIu64
 			 " records dropped", s->recover_ms, st.recovered_items, st.recovery_dropped);
 		l2_start(&s->l2);
+		int err = writer_open(&s->writer, s->l1, &s->l2, s->loop);
+		if (err) /* the writer then copies, as at eviction */
+			log_warn("l2: no checksum thread (%s): written behind from write buffers",
+				 kvt_strerror(err));
 		loop_add_hook(s->loop, &s->submit_hook);
 		start_probe_timer(s);
 		s->dp->tiering.l2 = &s->l2;
@@ -227,6 +231,7 @@ void l2svc_close(struct l2svc *s)
 		pthread_join(s->thread, NULL);
 	if (s->started) {
 		l1_set_lower_tier(s->l1, NULL);
+		writer_close(&s->writer);
 		loop_remove_hook(s->loop, &s->submit_hook);
 		loop_del_timer(s->loop, &s->probe_timer);
 	}

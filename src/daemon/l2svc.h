@@ -1,7 +1,8 @@
 /*
  * l2svc.h — runs the L2 engine inside kvtierd: opens it from the settings,
  * rebuilds its index on a thread of its own while the daemon already serves
- * (readiness waits for it), then binds it to L1 (victims, lookups) and to the
+ * (readiness waits for it), then binds it to L1 (victims and write-behind
+ * through writer.h, lookups) and to the
  * data plane (LOADs of L1 misses) and feeds its ring's completions from the
  * event loop. The engine itself (l2.h) knows nothing of this.
  */
@@ -18,9 +19,11 @@
 #include "l2.h"
 #include "loop.h"
 #include "settings.h"
+#include "writer.h"
 
 struct l2svc {
 	struct l2 l2;
+	struct writer writer;         /* L1's way down to it */
 	bool open;
 	bool started;                 /* the index is rebuilt and L2 serves */
 	struct loop *loop;

@@ -100,7 +100,7 @@ static const struct option_def options[] = {
 	{"stop-flush-ms", 0, OPT_UINT, OFF(stop_flush_ms), "20000", NULL, 0, 3600000, false, "MS",
 	 "at a stop (SIGTERM, SIGINT), how long kvtierd goes on writing dirty L1 items to L2 before it exits; what is left is lost"},
 	{"l2-write-buffers", 0, OPT_UINT, OFF(l2_write_buffers), "4", NULL, 2, 64, false, "N",
-	 "region-sized memory buffers L1 victims are written to L2 from: the burst of victims L2 takes before it drops them"},
+	 "regions of L2 filled at once: the record headers of blocks written from their L1 slots, and the copied blocks of victims evicted dirty"},
 	{"web-dir", 0, OPT_PATH, OFF(web_dir), NULL,
 	 "the installed share/kvtier/web, else the source tree's web/", 0, 0, false, "DIR",
 	 "directory of the dashboard's files, served at /"},

@@ -297,31 +297,3 @@ int32_t tier_xfer_finish(struct tiering *t, struct tier_xfer *x)
 		block_finish(t, x->store, &x->blocks[i], fault);
 	return fault;
 }
-
-/* --- L1's victims --- */
-
-static bool contains_hook(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key)
-{
-	return l2_contains(ctx, ns, key);
-}
-
-static void take_victim_hook(void *ctx, const struct l1_victim *v)
-{
-	l2_write_victim(ctx, v);
-}
-
-static bool has_room_hook(void *ctx)
-{
-	return l2_has_room(ctx);
-}
-
-static bool durable_hook(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key)
-{
-	return l2_durable(ctx, ns, key);
-}
-
-struct l1_lower_tier tiering_lower_tier(struct l2 *l2)
-{
-	return (struct l1_lower_tier){l2, contains_hook, take_victim_hook, has_room_hook,
-				      durable_hook};
-}

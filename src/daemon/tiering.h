@@ -3,8 +3,8 @@
  * between a staging buffer and the tiers. A STORE fills a new L1 slot; a
  * LOAD copies from L1, or, on an L1 miss in evict mode, reads the block from
  * L2 (read-through) into a new L1 slot it keeps (promotion) or, when no slot
- * can be had, into a bounce buffer; and L1's victims go to L2 through the
- * lower-tier hooks made here. In evict mode a STORE block whose slot would
+ * can be had, into a bounce buffer (L1's victims go to L2 through
+ * writer.h). In evict mode a STORE block whose slot would
  * evict a dirty L1 item (not yet written behind) waits for the writer, up
  * to store_wait_ms, in arrival order (tiering_background). The glue between the engines (l1.h, l2.h) and
  * the copy engine, as memcached's storage.c is: the engines know nothing of
@@ -112,8 +112,5 @@ int32_t tier_xfer_finish(struct tiering *t, struct tier_xfer *x);
  * STORE's bound (the loop must look again by then), or -1 when none waits.
  */
 int tiering_background(struct tiering *t, uint64_t now_ms);
-
-/* L1's lower tier in evict mode: L2's hooks for victims, lookups and room. */
-struct l1_lower_tier tiering_lower_tier(struct l2 *l2);
 
 #endif

@@ -156,8 +156,10 @@ static void test_evict_round_trip(void **state)
 	struct staging in = staging(c, 3 * BLOCK), out = staging(c, BLOCK);
 	store_settled(d, c, &in, 0, 48);
 	assert_int_equal(daemon_stat(d, "l2.victims_dropped_behind"), 0);
-	/* Every block is written once: behind (it stays in L1, clean) or as a victim. */
+	/* Every block is written once, behind, from its L1 slots (it stays in L1, clean). */
 	assert_int_equal(daemon_stat(d, "l2.victims_written"), 48);
+	assert_int_equal(daemon_stat(d, "l2.direct_writes"), 48);
+	assert_int_equal(daemon_stat(d, "l1.evictions_dirty"), 0);
 	assert_int_equal(daemon_stat(d, "l1.dirty_items"), 0);
 
 	/* LOOKUP sees every block, each with its tier. */

@@ -292,7 +292,7 @@ static bool fake_contains(void *ctx, const struct kvt_ns *ns, const struct kvt_k
 	return memcmp(k.bytes, key->bytes, KVT_KEY_BYTES) == 0;
 }
 
-static void fake_take(void *ctx, const struct l1_victim *v)
+static bool fake_take(void *ctx, const struct l1_victim *v)
 {
 	struct lower_fake *lf = ctx;
 	lf->victims++;
@@ -303,6 +303,7 @@ static void fake_take(void *ctx, const struct l1_victim *v)
 	    v->lengths[0] == BLOCK && test_check(v->parts[0], BLOCK, n * 64) &&
 	    v->reason == L1_EVICT_CAPACITY)
 		lf->bytes_ok++;
+	return false;
 }
 
 L1_TEST(test_lower_tier_hooks)
@@ -338,10 +339,11 @@ static bool fake_no_room(void *ctx)
 	return false;
 }
 
-static void fake_count(void *ctx, const struct l1_victim *v)
+static bool fake_count(void *ctx, const struct l1_victim *v)
 {
 	(void)v;
 	((struct lower_fake *)ctx)->victims++;
+	return false;
 }
 
 L1_TEST(test_namespace_quota)
@@ -540,6 +542,8 @@ struct behind_fake {
 	uint64_t order[256];
 	bool refuse;
 	bool not_durable;       /* handed items are not on disk yet */
+	bool keep;              /* it writes from the slots after the call (l1_write_released) */
+	struct l1_item *kept[256];
 };
 
 static uint64_t key_number(const struct kvt_key *key)
@@ -559,18 +563,21 @@ static bool behind_contains(void *ctx, const struct kvt_ns *ns, const struct kvt
 	return ((struct behind_fake *)ctx)->held[key_number(key)];
 }
 
-static void behind_take(void *ctx, const struct l1_victim *v)
+static bool behind_take(void *ctx, const struct l1_victim *v)
 {
 	struct behind_fake *bf = ctx;
 	uint64_t n = key_number(v->key);
 	if (v->evicting) {
 		bf->evicting++;
-		return;
+		return false;
 	}
 	assert_true(test_check(v->parts[0], v->lengths[0], n * 64)); /* the item's own bytes */
 	bf->order[bf->handed++] = n;
 	bf->room--;
 	bf->held[n] = !bf->refuse;
+	if (bf->keep && !bf->refuse)
+		bf->kept[n] = v->item;
+	return bf->keep && !bf->refuse;
 }
 
 static bool behind_room(void *ctx)
@@ -681,6 +688,73 @@ L1_TEST(test_dirty_until_durable)
 	assert_int_equal(l1_write_behind(&f->l1, 10), 1);  /* key 1 again; 0 and 2 clean */
 	assert_int_equal(bf.order[3], 1);
 	assert_int_equal(stats(f).dirty_items, 0);
+	verify(f);
+	l1_set_lower_tier(&f->l1, NULL);
+}
+
+/* Hands back the slots of key n the lower tier kept, as its write completion does. */
+static void release(struct fixture *f, struct behind_fake *bf, uint64_t n)
+{
+	assert_non_null(bf->kept[n]);
+	l1_write_released(&f->l1, bf->kept[n]);
+	bf->kept[n] = NULL;
+}
+
+/*
+ * A lower tier writing from the slots: the items keep their LRU place and
+ * serve loads, are never evicted until released, and a store that would
+ * evict past them waits; the writer pins at most a quarter of L1.
+ */
+L1_TEST(test_write_from_slots)
+{
+	struct behind_fake bf = {.room = 2, .keep = true, .not_durable = true};
+	struct l1_lower_tier lower = {&bf, behind_contains, behind_take, behind_room,
+				      behind_durable};
+	l1_set_lower_tier(&f->l1, &lower);
+	for (uint64_t i = 0; i < 128; i++) /* L1 is full */
+		assert_int_equal(store(f, f->ns, i, 0, BLOCK), 0);
+	assert_int_equal(l1_write_behind(&f->l1, 10), 2);  /* 0 and 1, being written */
+	assert_int_equal(stats(f).dirty_items, 128);
+	verify(f);
+	/* The LRU end is written from: a waiting store waits, nothing is evicted. */
+	assert_int_equal(store_waiting(f, 128), -EAGAIN);
+	assert_int_equal(stats(f).store_waits, 1);
+	assert_int_equal(stats(f).items, 128);
+	/* One that may not wait evicts past them: 2, the oldest it may free (dirty). */
+	assert_int_equal(store(f, f->ns, 128, 0, BLOCK), 0);
+	assert_int_equal(stats(f).evictions_dirty, 1);
+	assert_int_equal(load_check(f, f->ns, 2, 0, BLOCK), -ENOENT);
+	assert_int_equal(load_check(f, f->ns, 0, 0, BLOCK), 0);  /* loads go on meanwhile */
+	/* Nor does an operator's eviction (3 and 4 go), or a namespace drop, take them. */
+	bf.room = 5;
+	assert_int_equal(l1_evict(&f->l1, 2 * BLOCK, L1_EVICT_ADMIN), 2 * BLOCK);
+	assert_int_equal(load_check(f, f->ns, 4, 0, BLOCK), -ENOENT);
+	assert_int_equal(load_check(f, f->ns, 1, 0, BLOCK), 0);
+	verify(f);
+	/* Released: durable is clean; lost is dirty again and handed again. */
+	bf.not_durable = false;
+	release(f, &bf, 0);
+	bf.held[1] = false;
+	release(f, &bf, 1);
+	assert_int_equal(stats(f).dirty_items, 129 - 3 - 1); /* 128 went in; 2, 3, 4 and 0 left */
+	verify(f);
+	bf.room = 1;
+	assert_int_equal(l1_write_behind(&f->l1, 10), 1);
+	assert_int_equal(bf.order[bf.handed - 1], 5);  /* the dirty LRU end: 2..4 went, 1 was used */
+	release(f, &bf, 5);
+	/* The writer stops at a quarter of L1 pinned by writes from slots. */
+	bf.room = 1000;
+	assert_int_equal(l1_write_behind(&f->l1, 1000), 32);
+	assert_int_equal(l1_write_behind(&f->l1, 1000), 0);
+	verify(f);
+	uint64_t pinned;
+	l1_ns_drop(&f->l1, f->ns, &pinned);
+	assert_int_equal(pinned, 32);                  /* the drop leaves what is written from */
+	for (uint64_t n = 0; n < 256; n++)
+		if (bf.kept[n])
+			release(f, &bf, n);
+	l1_ns_drop(&f->l1, f->ns, &pinned);
+	assert_int_equal(pinned, 0);
 	verify(f);
 	l1_set_lower_tier(&f->l1, NULL);
 }
@@ -843,6 +917,7 @@ int main(void)
 		cmocka_unit_test(test_write_behind),
 		cmocka_unit_test(test_promotion_is_clean),
 		cmocka_unit_test(test_dirty_until_durable),
+		cmocka_unit_test(test_write_from_slots),
 		cmocka_unit_test(test_size_mix_changes),
 		cmocka_unit_test(test_namespace_registry),
 		cmocka_unit_test(test_random_fill_invariants),

@@ -2,7 +2,8 @@
  * test_l2.c — the L2 engine on a real file with O_DIRECT and io_uring:
  * round trips from the write buffer and from disk, tensor-parallel items,
  * capacity under reclaim, restart recovery, corruption of the file (data and
- * headers), namespace drops that survive a restart, and injected faults
+ * headers), namespace drops that survive a restart, direct writes from the
+ * caller's memory with the caller's checksums, and injected faults
  * (EIO, short reads, -EAGAIN) through the engine's fault hook.
  */
 #include "config.h"
@@ -125,7 +126,7 @@ static void put_nowait(struct fixture *f, const struct kvt_ns *ns, uint64_t n)
 	struct kvt_key key = test_key(n);
 	for (uint16_t r = 0; r < ns->tp_size; r++)
 		test_fill(bytes[r], PART, n * 8 + r);
-	struct l1_victim v = {ns, &key, ns->tp_size, parts, lengths, L1_EVICT_CAPACITY, true};
+	struct l1_victim v = {ns, &key, ns->tp_size, parts, lengths, L1_EVICT_CAPACITY, true, NULL};
 	l2_write_victim(&f->l2, &v);
 }
 
@@ -395,6 +396,106 @@ static void test_ns_drop_survives_restart(void **state)
 	fixture_free(f);
 }
 
+/* A direct write's bytes: aligned, zero past the part (as L1 slots are). */
+static _Alignas(4096) uint8_t direct_bytes[2][(PART + 4095) / 4096 * 4096];
+
+struct direct_result {
+	struct l2_direct d;
+	struct l2_direct_part parts[2];
+	int status;
+	unsigned calls;
+};
+
+static void direct_done(struct l2_direct *d, int status)
+{
+	struct direct_result *r = (struct direct_result *)d;
+	r->status = status;
+	r->calls++;
+}
+
+/* Reserves (ns, n) for a direct write from direct_bytes; the reserve's result. */
+static int direct_reserve(struct fixture *f, const struct kvt_ns *ns, uint64_t n,
+			  struct direct_result *r)
+{
+	const uint8_t *parts[2] = {direct_bytes[0], direct_bytes[1]};
+	uint32_t lengths[2] = {PART, PART};
+	struct kvt_key key = test_key(n);
+	for (uint16_t i = 0; i < ns->tp_size; i++) {
+		memset(direct_bytes[i], 0, SLOT);
+		test_fill(direct_bytes[i], PART, n * 8 + i);
+	}
+	memset(r, 0, sizeof(*r));
+	r->d.done = direct_done;
+	struct l1_victim v = {ns, &key, ns->tp_size, parts, lengths, L1_EVICT_WATERMARK, false, NULL};
+	return l2_direct_reserve(&f->l2, &v, &r->d);
+}
+
+/* Sets the checksums as the writer's thread does (bad: one that does not match) and writes. */
+static void direct_write(struct fixture *f, struct direct_result *r, bool bad)
+{
+	for (uint16_t i = 0; i < r->d.nparts; i++)
+		r->d.parts[i].checksum = XXH3_64bits(r->d.parts[i].data, r->d.parts[i].length) + bad;
+	l2_direct_write(&f->l2, &r->d);
+	settle(f);
+}
+
+static void test_direct_write_from_callers_memory(void **state)
+{
+	(void)state;
+	struct fixture *f = fixture_new();
+	struct direct_result r, again;
+	struct kvt_key k1 = test_key(1);
+	/* Reserved: held (lookups see it) but neither durable nor readable yet. */
+	assert_int_equal(direct_reserve(f, f->tp2, 1, &r), 0);
+	assert_true(l2_contains(&f->l2, f->tp2, &k1));
+	assert_false(l2_durable(&f->l2, f->tp2, &k1));
+	assert_int_equal(get(f, f->tp2, 1, 0, NULL), -ENOENT);
+	assert_int_equal(direct_reserve(f, f->tp2, 1, &again), -EEXIST);
+	assert_int_equal(STAT(f, victims_present), 1);
+	/* Written: done once, durable, read from disk byte-exact (never from a write buffer). */
+	direct_write(f, &r, false);
+	assert_int_equal(r.calls, 1);
+	assert_int_equal(r.status, 0);
+	assert_true(l2_durable(&f->l2, f->tp2, &k1));
+	bool mem;
+	assert_int_equal(get(f, f->tp2, 1, 0, &mem), 0);
+	assert_false(mem);
+	assert_int_equal(get(f, f->tp2, 1, 1, NULL), 0);
+	assert_int_equal(STAT(f, direct_writes), 1);
+	assert_int_equal(STAT(f, victims_written), 1);
+	assert_int_equal(STAT(f, bytes_written), L2FMT_BLOCK + 2 * l2fmt_record_bytes(PART));
+	/* The checksum on disk is the caller's: a wrong one makes a miss, never bytes. */
+	assert_int_equal(direct_reserve(f, f->ns, 2, &r), 0);
+	direct_write(f, &r, true);
+	assert_int_equal(get(f, f->ns, 2, 0, NULL), -ENOENT);
+	assert_int_equal(STAT(f, checksum_failures), 1);
+	/* Dropped between reserve and write: written all the same, gone after a restart. */
+	assert_int_equal(direct_reserve(f, f->tp2, 3, &r), 0);
+	assert_int_equal(l2_ns_drop(&f->l2, f->tp2), 2);
+	direct_write(f, &r, false);
+	assert_int_equal(r.calls, 1);
+	/* A failed write: done with -EIO, the item forgotten. */
+	struct kvt_key k4 = test_key(4);
+	assert_int_equal(direct_reserve(f, f->ns, 4, &r), 0);
+	f->fault_writes = true;
+	f->fault_res = -EIO;
+	f->fault_count = 1;
+	direct_write(f, &r, false);
+	assert_int_equal(r.calls, 1);
+	assert_int_equal(r.status, -EIO);
+	assert_false(l2_contains(&f->l2, f->ns, &k4));
+	/* A restart finds what was written, and neither the dropped nor the failed items. */
+	assert_int_equal(direct_reserve(f, f->ns, 5, &r), 0);
+	direct_write(f, &r, false);
+	l2_down(f);
+	l2_up(f);
+	assert_int_equal(get(f, f->tp2, 1, 1, NULL), -ENOENT);
+	assert_int_equal(get(f, f->tp2, 3, 0, NULL), -ENOENT);
+	assert_int_equal(get(f, f->ns, 5, 0, NULL), 0);
+	assert_int_equal(get(f, f->ns, 2, 0, NULL), -ENOENT); /* its checksum is still wrong */
+	fixture_free(f);
+}
+
 /* A namespace at its L2 quota drops its own oldest items; usage is per namespace. */
 static void test_ns_quota_and_usage(void **state)
 {
@@ -599,6 +700,7 @@ int main(void)
 		cmocka_unit_test(test_corruption_is_a_miss),
 		cmocka_unit_test(test_ns_drop_survives_restart),
 		cmocka_unit_test(test_ns_quota_and_usage),
+		cmocka_unit_test(test_direct_write_from_callers_memory),
 		cmocka_unit_test(test_faults_eio_short_eagain),
 		cmocka_unit_test(test_repeated_errors_fail_l2),
 		cmocka_unit_test(test_failed_start_undoes_the_file),
