@@ -13,6 +13,9 @@
 #   pace), so that L2 can take the victims instead of dropping them
 #   L2_WRITE_BUFFERS=8: L2 write buffers of 180 MiB (one burst of victims: the
 #   pool's 4 x 16 blocks is 1.2 GB)
+#   DRAIN=1: in evict mode, let the writer clean L1 between the passes (and
+#   report how long that took), so the warm pass measures reads alone; without
+#   it the warm pass starts at once and shares the disk with the writer
 #
 # The reference ran 200 requests of 8192 tokens at 128-token blocks (Qwen3-8B:
 # 18,874,368 B a block, 64 a request), concurrency 8. L1 regions are one block
@@ -63,7 +66,10 @@ for m in $MODES; do
 	echo "== mode $m, L1 $L1"
 	PACE=
 	[ "$m" = evict ] && [ -n "${EVICT_STORE_GBS:-}" ] && PACE="--store-gbs $EVICT_STORE_GBS"
+	AFTER=true
+	[ "$m" = evict ] && [ "${DRAIN:-0}" = 1 ] && AFTER="python3 $SRC/bench/wait_clean.py $port"
 	"$BIN/kvtier-pipeline-bench" --socket "$WORK/run/kvtierd.sock" $GPUFLAG $PACE \
+		--after-cold "$AFTER" \
 		--tokens "$TOKENS" --requests "$REQUESTS" --concurrency "$CONCURRENCY" | tee "$WORK/bench.out"
 	curl -s "http://127.0.0.1:$port/v1/stats" | python3 -c '
 import json, sys

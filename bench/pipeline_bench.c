@@ -8,8 +8,10 @@
  * stores every request, then a warm pass loads every request, both with
  * --concurrency requests outstanding (a new one starts when one finishes),
  * then a warm pass at concurrency 1. --store-gbs paces the cold pass like
- * a prefill would (so that in evict mode L2 can take the victims). Each in-flight request slot owns its
- * own range of cache blocks. Reports per-request warm load time (mean, p50,
+ * a prefill would (so that in evict mode L2 can take the victims);
+ * --after-cold runs a shell command between the passes (pipeline.sh waits
+ * there for the daemon's writer to drain). Each in-flight request slot owns
+ * its own range of cache blocks. Reports per-request warm load time (mean, p50,
  * p99), aggregate GB/s of the bytes moved (failed blocks do not count)
  * and the ratio to the ceiling measured in the same
  * run: cudaMemcpyAsync H2D from pinned memory (--gpu) or one-thread memcpy
@@ -40,6 +42,7 @@ struct opts {
 	struct model_geometry m;
 	unsigned requests, concurrency, depth, buffer_blocks, max_inflight;
 	double store_gbs;             /* > 0: the cold pass submits no faster (a prefill's pace) */
+	const char *after_cold;       /* a shell command run between the cold and warm passes */
 };
 
 static void die(const char *what, int err)
@@ -230,7 +233,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: kvtier-pipeline-bench --socket PATH [--gpu] " MODEL_GEOMETRY_USAGE "\n"
 		"       [--requests 200] [--concurrency 8] [--depth 4] [--buffer-blocks 16]\n"
-		"       [--max-inflight CONCURRENCY] [--store-gbs GB/S]\n");
+		"       [--max-inflight CONCURRENCY] [--store-gbs GB/S] [--after-cold CMD]\n");
 	exit(2);
 }
 
@@ -242,7 +245,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{"socket", 1, 0, 's'}, {"gpu", 0, 0, 'g'}, MODEL_GEOMETRY_OPTIONS,
 		{"requests", 1, 0, 'r'}, {"concurrency", 1, 0, 'c'}, {"depth", 1, 0, 'd'},
 		{"buffer-blocks", 1, 0, 'n'}, {"max-inflight", 1, 0, 'm'},
-		{"store-gbs", 1, 0, 'S'}, {0, 0, 0, 0}};
+		{"store-gbs", 1, 0, 'S'}, {"after-cold", 1, 0, 'A'}, {0, 0, 0, 0}};
 	int c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		unsigned v = optarg ? (unsigned)strtoul(optarg, NULL, 10) : 0;
@@ -257,6 +260,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'n': o->buffer_blocks = v; break;
 		case 'm': o->max_inflight = v; break;
 		case 'S': o->store_gbs = strtod(optarg, NULL); break;
+		case 'A': o->after_cold = optarg; break;
 		default: usage();
 		}
 	}
@@ -330,6 +334,9 @@ int main(int argc, char **argv)
 	report("cold store", &cold, ceiling);
 	uint64_t store_failed = w.failed_blocks;
 	w.failed_blocks = 0;
+	fflush(stdout);
+	if (o.after_cold && system(o.after_cold) != 0)
+		die("--after-cold", -ECANCELED);
 	struct pass_result warm = run_pass(&w, 1, o.concurrency);
 	char name[64];
 	snprintf(name, sizeof(name), "warm load, c%u", o.concurrency);
