@@ -15,7 +15,15 @@ caller's (a StaticCache's, so a load lands where the model reads it).
 Keys: chunk i of a prompt is keyed by the chain over its whole chunks; a
 partial last chunk of r tokens is keyed by key_chain_next(the last whole
 chunk's key, its r tokens + [TAIL_MARK]) and stored as a whole chunk's
-block, zero past r, so a prefix comes back to the token."""
+block, zero past r, so a prefix comes back to the token.
+
+Layer groups (layer_groups=G > 1): a chunk is G blocks, one per group of
+L/G consecutive layers, keyed key_chain_next(chunk key, [GROUP_MARK - g]),
+and a load is G requests in group order, so a model can compute layer
+group g's part of the next token while later groups' KV still arrives
+(load's on_group). The pipeline has one layout for all of them: group 0's
+rows, group g being the same rows at a fixed offset, which an area from
+grouped_area() (one tensor ordered layer, K|V, head, token, dim) has."""
 
 import torch
 
@@ -24,6 +32,7 @@ from .layout import KVLayout
 from .pipeline import Pipeline
 
 TAIL_MARK = -1  # no token id is negative: a tail key never equals a whole chunk's
+GROUP_MARK = -2  # layer group g's block of a chunk: key_chain_next(chunk key, [GROUP_MARK - g])
 
 
 def prefix_keys(tokens, chunk_tokens):
@@ -34,6 +43,31 @@ def prefix_keys(tokens, chunk_tokens):
     if tail:
         keys.append(key_chain_next(keys[-1] if keys else None, tail + [TAIL_MARK]))
     return keys
+
+
+def block_key(chunk_key, group, groups):
+    """The key of layer group group's block of a chunk (the chunk's own key when groups is 1)."""
+    return chunk_key if groups == 1 else key_chain_next(chunk_key, [GROUP_MARK - group])
+
+
+def grouped_area(num_layers, num_kv_heads, tokens, head_dim, dtype, device="cpu"):
+    """Per-layer (K, V) views, each (1, kv_heads, tokens, head_dim), of one zeroed tensor
+    ordered (layer, K|V, head, token, dim): an area any layer_groups dividing num_layers takes."""
+    t = torch.zeros((num_layers, 2, num_kv_heads, tokens, head_dim), dtype=dtype, device=device)
+    return [(t[i, 0].unsqueeze(0), t[i, 1].unsqueeze(0)) for i in range(num_layers)]
+
+
+def _group_offset(bases, groups, chunk):
+    """Blocks between group g's rows and group g+1's: every row of group g must sit at group 0's
+    row plus g times one offset, a whole number of chunks."""
+    rows = len(bases) // groups
+    stride = bases[rows] - bases[0] if groups > 1 else 0
+    if stride <= 0 or stride % chunk or any(
+            bases[g * rows + r] != bases[r] + g * stride for g in range(groups)
+            for r in range(rows)):
+        raise ValueError(f"kvtier.hf: the area's layers are not {groups} groups at one offset "
+                         f"(make it with grouped_area)")
+    return stride // chunk
 
 
 def _layer_kv(cache, i):
@@ -74,21 +108,34 @@ class PrefixStore:
 
     def __init__(self, socket_path, model_id, *, num_layers, num_kv_heads, head_dim, dtype,
                  device="cpu", chunk_tokens=128, max_tokens=32768, staging_chunks=16, depth=2,
-                 cache_salt=None, area=None):
+                 cache_salt=None, area=None, layer_groups=1):
         self.L, self.H, self.D, self.C = num_layers, num_kv_heads, head_dim, chunk_tokens
+        self.G = layer_groups
+        if layer_groups < 1 or num_layers % layer_groups:
+            raise ValueError(f"kvtier.hf: {layer_groups} layer groups do not divide "
+                             f"{num_layers} layers")
         self.device = torch.device(device)
         self.gpu = self.device.type == "cuda"
         if area is None:
-            shape = (1, num_kv_heads, -(-max_tokens // chunk_tokens) * chunk_tokens, head_dim)
-            area = [(torch.zeros(shape, dtype=dtype, device=self.device),
-                     torch.zeros(shape, dtype=dtype, device=self.device))
-                    for _ in range(num_layers)]
+            area = grouped_area(num_layers, num_kv_heads,
+                                -(-max_tokens // chunk_tokens) * chunk_tokens, head_dim, dtype,
+                                self.device)
         if len(area) != num_layers:
             raise ValueError(f"kvtier.hf: an area of {len(area)} layers for {num_layers}")
         self.area = area
-        layout = rows_layout(area, num_kv_heads, head_dim, chunk_tokens)
-        self.blocks = layout.num_blocks
+        full = rows_layout(area, num_kv_heads, head_dim, chunk_tokens)
+        self.blocks = full.num_blocks
+        layout = full
+        self.group_blocks = 0
+        if layer_groups > 1:
+            chunk = full.c.chunk_bytes
+            bases = [full.c.layer_bases[i] for i in range(full.num_layers)]
+            self.group_blocks = _group_offset(bases, layer_groups, chunk)
+            layout = KVLayout(len(bases) // layer_groups, 1, chunk, 0, chunk,
+                              bases[:len(bases) // layer_groups], self.blocks, chunk_tokens)
         self.model = f"{model_id}#hf-L{num_layers}H{num_kv_heads}D{head_dim}{dtype}C{chunk_tokens}"
+        if layer_groups > 1:
+            self.model += f"G{layer_groups}"
         self.pipeline = Pipeline(socket_path, self.model, layout, cache_salt=cache_salt,
                                  gpu=self.gpu, device=self.device.index or 0, depth=depth,
                                  buffer_blocks=staging_chunks)
@@ -113,16 +160,31 @@ class PrefixStore:
         if self.gpu:
             torch.cuda.synchronize(self.device)
 
-    def _transfer(self, load, keys):
-        """Moves keys' chunks between kvtierd and the area's first chunks; the chunks that
-        came through before the first failure."""
-        self._req += 1
+    def _transfer(self, load, keys, on_group=None):
+        """Moves keys' chunks between kvtierd and the area's first chunks, one request per layer
+        group in group order; the chunks that came through in every group before the first
+        failure. on_group(g) runs as group g lands, in group order, while every group so far
+        landed whole."""
         submit = self.pipeline.submit_load if load else self.pipeline.submit_store
-        submit(self._req, keys, list(range(len(keys))))
-        self.pipeline.drain()
-        (f,) = self.pipeline.finished(load=load)
-        self.stats["failed_chunks"] += len(f.failed)
-        return min(f.failed) if f.failed else len(keys)
+        first = self._req + 1
+        for g in range(self.G):
+            self._req += 1
+            submit(self._req, [block_key(k, g, self.G) for k in keys],
+                   [g * self.group_blocks + c for c in range(len(keys))])
+        landed, good, whole, next_g = {}, len(keys), True, 0
+        while next_g < self.G:
+            if next_g not in landed:
+                self.pipeline.wait_finished(load)
+                for f in self.pipeline.finished(load=load):
+                    self.stats["failed_chunks"] += len(f.failed)
+                    landed[f.req_id - first] = min(f.failed) if f.failed else len(keys)
+                continue
+            good = min(good, landed[next_g])
+            whole = whole and landed[next_g] == len(keys)
+            if whole and on_group:
+                on_group(next_g)
+            next_g += 1
+        return good
 
     def save(self, tokens, cache):
         """Stores the KV of tokens, a partial last chunk included: the first len(tokens)
@@ -151,23 +213,35 @@ class PrefixStore:
     def _keys(self, tokens):
         return prefix_keys(list(tokens)[:self.capacity], self.C)
 
+    def _cached_chunks(self, keys):
+        """Leading chunks of keys kvtierd holds in every layer group (a LOOKUP, no lease)."""
+        if not keys:
+            return 0
+        blocks = [block_key(k, g, self.G) for k in keys for g in range(self.G)]
+        return self.pipeline.client.lookup(blocks).hits // self.G
+
     def cached_tokens(self, tokens):
         """Tokens of tokens' prefix kvtierd holds (a LOOKUP, no lease)."""
         tokens = list(tokens)
-        keys = self._keys(tokens)
-        return min(self.pipeline.client.lookup(keys).hits * self.C, len(tokens)) if keys else 0
+        return min(self._cached_chunks(self._keys(tokens)) * self.C, len(tokens))
 
-    def load(self, tokens):
+    def load(self, tokens, on_group=None):
         """Loads the longest cached prefix of tokens into the area's first positions and
         returns its length (0: nothing cached). Whole chunks land: a tail chunk also writes
         the area's positions after the prefix up to the chunk's end. A chunk that fails to
-        load (a miss, a checksum failure) ends the prefix: the caller computes the rest."""
+        load (a miss, a checksum failure) ends the prefix: the caller computes the rest.
+        on_group(g, n): layer group g's KV of the first n tokens (the LOOKUP's prefix) has
+        landed; called in group order, and only while every group before g landed whole,
+        so that a model may compute group g's layers at position n at once. When load
+        returns less than that n, what was computed from it is to be thrown away."""
         tokens = list(tokens)
         keys = self._keys(tokens)
-        hits = self.pipeline.client.lookup(keys).hits if keys else 0
+        hits = self._cached_chunks(keys)
         if not hits:
             return 0
-        n = min(self._transfer(True, keys[:hits]) * self.C, len(tokens))
+        planned = min(hits * self.C, len(tokens))
+        cb = (lambda g: on_group(g, planned)) if on_group else None
+        n = min(self._transfer(True, keys[:hits], cb) * self.C, len(tokens))
         self.stats["restored_tokens"] += n
         return n
 

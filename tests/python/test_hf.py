@@ -1,7 +1,8 @@
 """test_hf.py — kvtier.hf end to end on CPU: a tiny decoder's prompt KV
 saved by one store and restored by a fresh one gives, bit for bit, the
 logits and tokens of computing the same way; a corrupted L2 block is a miss
-and a recompute, never other tokens."""
+and a recompute, never other tokens; with layer groups, a chunk is one block
+per group, groups land in order and a failed group stops the callbacks."""
 
 import json
 import time
@@ -10,7 +11,7 @@ import urllib.request
 import pytest
 import torch
 
-from kvtier.hf import PrefixStore, prefix_keys
+from kvtier.hf import PrefixStore, block_key, grouped_area, prefix_keys
 from l2file import flip_data_byte
 from tiny_decoder import MiniCache, TinyDecoder, greedy
 
@@ -22,9 +23,10 @@ def prompt(n, seed=1):
     return torch.randint(0, 101, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
-def store(socket):
+def store(socket, groups=1, area=None):
     return PrefixStore(socket, "tiny", num_layers=3, num_kv_heads=2, head_dim=16,
-                       dtype=torch.float32, chunk_tokens=C, max_tokens=512, staging_chunks=4)
+                       dtype=torch.float32, chunk_tokens=C, max_tokens=512, staging_chunks=4,
+                       layer_groups=groups, area=area)
 
 
 def canonical(model, tokens, cache=None, start=0):
@@ -36,9 +38,9 @@ def canonical(model, tokens, cache=None, start=0):
     return greedy(model, cache, tokens[-1:], STEPS), cache
 
 
-def saved_by_a(socket, model, tokens):
+def saved_by_a(socket, model, tokens, groups=1):
     """ "Process A": the prefill of all but the last token, saved; its cache."""
-    with store(socket) as a:
+    with store(socket, groups) as a:
         cache = MiniCache()
         model(tokens[:-1], cache)
         assert a.save(tokens[:-1], cache) == len(tokens) - 1
@@ -107,6 +109,35 @@ def test_loads_land_in_the_callers_area(daemon):
                     area=[(torch.zeros(1, 3, C, 16), torch.zeros(1, 3, C, 16))] * 3)
 
 
+def test_layer_groups_land_in_order_one_block_per_group(daemon):
+    model = TinyDecoder()
+    tokens = prompt(4 * C + 7, seed=4)
+    cache = saved_by_a(daemon.socket, model, tokens, groups=3)
+    p = len(tokens) - 1
+    assert daemon.stats()["l1"]["items"] == 3 * 5       # 4 whole chunks and a tail, x 3 groups
+    area = grouped_area(3, 2, 8 * C, 16, torch.float32)
+    calls = []
+    with store(daemon.socket, 3, area) as b:
+        assert b.cached_tokens(tokens[:-1]) == p
+        assert b.load(tokens[:-1], on_group=lambda g, n: calls.append((g, n))) == p
+        assert b.stats["failed_chunks"] == 0
+    assert calls == [(0, p), (1, p), (2, p)]
+    for i, (k, v) in enumerate(area):
+        assert torch.equal(k[:, :, :p], cache.layers[i].keys)
+        assert torch.equal(v[:, :, :p], cache.layers[i].values)
+    # The same prompt without groups is another namespace: nothing cached for it.
+    with store(daemon.socket) as plain:
+        assert plain.cached_tokens(tokens[:-1]) == 0
+
+
+def test_layer_groups_need_a_grouped_area(daemon):
+    with pytest.raises(ValueError, match="do not divide"):
+        store(daemon.socket, groups=2)
+    per_layer = [(torch.zeros(1, 2, 4 * C, 16), torch.zeros(1, 2, 4 * C, 16)) for _ in range(3)]
+    with pytest.raises(ValueError, match="not 3 groups at one offset"):
+        store(daemon.socket, 3, per_layer)
+
+
 def settle_l2(d):
     for _ in range(2000):
         l2 = d.stats()["l2"]
@@ -146,3 +177,38 @@ def test_corrupt_l2_block_is_a_miss_then_a_recompute(make_daemon, tmp_path):
     (want_logits, want_toks), _ = canonical(model, tokens)
     assert toks == want_toks           # never other tokens
 
+
+
+@pytest.mark.parametrize("bad_group", [0, 1])
+def test_a_corrupt_group_block_stops_the_groups_after_it(make_daemon, tmp_path, bad_group):
+    """The LOOKUP finds every block (the index is fine), the load of one group's chunk 2 fails
+    its checksum: groups before it are reported landed, it and those after it are not, and
+    the prefix ends at chunk 2 in every group."""
+    l2 = str(tmp_path / "l2")
+    flags = ("--l2-path", l2, "--l2-size", "64MiB", "--l2-region-size", "8MiB")
+    d = make_daemon(*flags)
+    model = TinyDecoder()
+    tokens = prompt(6 * C + 3, seed=5)
+    cache = saved_by_a(d.socket, model, tokens, groups=3)
+    req = urllib.request.Request(f"http://127.0.0.1:{d.port}/v1/tiers/l1/evict", method="POST",
+                                 data=json.dumps({"all": True}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    for _ in range(100):
+        if json.load(urllib.request.urlopen(req))["complete"]:
+            break
+        settle_l2(d)
+    settle_l2(d)
+    assert d.stop() == 0
+    key = block_key(prefix_keys(tokens[:-1], C)[2], bad_group, 3)
+    assert flip_data_byte(l2, key, 8 << 20) == 1
+    d = make_daemon(*flags)
+    calls = []
+    with store(d.socket, 3) as b:
+        n = b.load(tokens[:-1], on_group=lambda g, n: calls.append(g))
+        area = b.area
+    assert n == 2 * C
+    assert calls == list(range(bad_group))
+    for i, (k, v) in enumerate(area):
+        assert torch.equal(k[:, :, :n], cache.layers[i].keys[:, :, :n])
+    l2s = d.stats()["l2"]
+    assert l2s["recovery_dropped"] + l2s["checksum_failures"] >= 1
