@@ -34,9 +34,10 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
-from kvtier.hf import PrefixStore, prefix_keys  # noqa: E402
+from kvtier.hf import PrefixStore, block_key, grouped_area, prefix_keys  # noqa: E402
 
 DECODE_STEPS = 16
+SEGMENT = 1024  # tokens of a cache segment in the one-token attention; capacities are multiples
 CORRUPT_CHUNK = 2
 VOCAB = {"qwen3-8b": 151936, "tiny": 101}
 
@@ -55,7 +56,7 @@ class Qwen3:
         torch.manual_seed(seed)
         torch.set_default_dtype(torch.bfloat16)
         with torch.device("cuda"):
-            self.m = Qwen3ForCausalLM(self.cfg).eval()
+            self.m = Qwen3ForCausalLM(self.cfg).eval().requires_grad_(False)
         torch.set_default_dtype(torch.float32)
         self.cache_cls = DynamicCache
         self.layers, self.kv_heads, self.head_dim = 36, 8, 128
@@ -72,62 +73,144 @@ class Qwen3:
     def __call__(self, ids, cache):
         return self.forward(ids, cache).float()
 
-    def session(self, capacity):
-        return GraphSession(self, capacity)
+    def session(self, capacity, groups):
+        return GraphSession(self, capacity, groups)
 
     def sync(self):
         torch.cuda.synchronize()
 
 
 class GraphSession:
-    """A StaticCache of capacity tokens (the PrefixStore's area) and its one-token forward
-    captured as a CUDA graph; without a graph (capture refused), the same forward eagerly.
-    transformers 5 places a static cache's new tokens, and the mask, by each layer's
-    cumulative_length (a device tensor): seek() sets it, inside the graph too."""
+    """A StaticCache of capacity tokens over a grouped area (kvtier.hf.grouped_area: the
+    PrefixStore's, so a load lands where the model reads) and the one-token forward as
+    one CUDA graph per layer group, so that group g computes while later groups' KV still
+    loads (PrefixStore.load's on_group); without graphs (capture refused), the same
+    forward eagerly. The one-token forward calls the model's own modules in Qwen3's order;
+    only its attention is written here: transformers' eager attention (QK^T, scaling, the
+    mask of the positions after pos, a float32 softmax, PV) with each KV head's 4 query
+    heads as 4 rows of one product (transformers expands the 8 KV heads to 32, and with a
+    mask its sdpa path falls back to the math kernel), PV split by cache segments. Multi-token computing (resume) is transformers' forward: it appends
+    at the static cache's cumulative_length, which seek() sets."""
 
-    def __init__(self, model, capacity):
+    def __init__(self, model, capacity, groups):
         from transformers import StaticCache
-        self.model = model
+        from transformers.models.qwen3.modeling_qwen3 import apply_rotary_pos_emb
+        self.rotary = apply_rotary_pos_emb
+        self.model, self.groups = model, groups
         self.cache = StaticCache(config=model.cfg, max_cache_len=capacity)
         self.ids = torch.zeros((1, 1), dtype=torch.long, device="cuda")
         self.pos = torch.zeros((), dtype=torch.long, device="cuda")
-        model.forward(self.ids, self.cache)             # allocates the cache's tensors
-        self.area = [(lay.keys, lay.values) for lay in self.cache.layers]
-        self.graph, self.how = None, "eager"
+        model.forward(self.ids, self.cache)             # allocates the cache's layers
+        self.area = grouped_area(model.layers, model.kv_heads, capacity, model.head_dim,
+                                 model.dtype, "cuda")
+        for lay, (k, v) in zip(self.cache.layers, self.area):
+            lay.keys, lay.values = k, v
+        m = model.m.model
+        hidden = model.cfg.hidden_size
+        self.h = torch.zeros((1, 1, hidden), dtype=model.dtype, device="cuda")
+        self.cos = torch.zeros((1, 1, model.head_dim), dtype=model.dtype, device="cuda")
+        self.sin = torch.zeros_like(self.cos)
+        self.bias = torch.zeros((1, 1, 1, capacity), dtype=torch.float32, device="cuda")
+        self.segments = capacity // SEGMENT
+        self.positions = torch.arange(capacity, device="cuda").view(1, 1, 1, capacity)
+        per = model.layers // groups
+        self.bounds = [(g * per, (g + 1) * per) for g in range(groups)]
+        self.mods = m
+        self.graphs, self.how, self.ran = [], "eager", 0
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):                    # warm-up off the capture stream
             for _ in range(3):
-                self._forward_at_pos()
+                for g in range(groups):
+                    self._group(g)
         torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
-                self.out = self._forward_at_pos()
-            self.graph, self.how = graph, "cuda_graph"
+            pool = None
+            for g in range(groups):                      # replayed in this order, one pool
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool):
+                    out = self._group(g)
+                pool = graph.pool()
+                self.graphs.append(graph)
+            self.out = out
+            self.how = f"cuda_graph x{groups}"
         except RuntimeError as e:
+            self.graphs = []
             print(f"e2e_bench: graph capture refused ({str(e)[:300]}); eager forward",
                   file=sys.stderr)
         torch.cuda.synchronize()
 
-    def _forward_at_pos(self):
-        for lay in self.cache.layers:
-            lay.cumulative_length.copy_(self.pos)
-        return self.model.forward(self.ids, self.cache)
+    def _layer(self, i, h):
+        lay = self.mods.layers[i]
+        at = lay.self_attn
+        x = lay.input_layernorm(h)
+        shape = (1, 1, -1, self.model.head_dim)
+        q = at.q_norm(at.q_proj(x).view(shape)).transpose(1, 2)
+        k = at.k_norm(at.k_proj(x).view(shape)).transpose(1, 2)
+        v = at.v_proj(x).view(shape).transpose(1, 2)
+        q, k = self.rotary(q, k, self.cos, self.sin)
+        keys, values = self.area[i]
+        keys.index_copy_(2, self.pos.view(1), k)
+        values.index_copy_(2, self.pos.view(1), v)
+        kvh, d = self.model.kv_heads, self.model.head_dim
+        q = q.reshape(1, kvh, -1, d)                     # (1, 8, 4, D): query head = kv * 4 + r
+        scores = torch.matmul(q, keys.transpose(2, 3)).float() * at.scaling + self.bias
+        probs = scores.softmax(-1).to(values.dtype)      # (1, 8, 4, capacity)
+        # P @ V split over the cache's segments (as flash-decoding splits it), so that the
+        # GPU gets 8 x segments small products instead of 8 long ones; then their sum.
+        parts = torch.matmul(probs.view(1, kvh, q.shape[2], self.segments, -1).transpose(2, 3),
+                             values.view(1, kvh, self.segments, -1, d))
+        o = parts.float().sum(2).to(values.dtype)        # (1, 8, 4, D)
+        h = h + at.o_proj(o.reshape(1, 1, -1))
+        return h + lay.mlp(lay.post_attention_layernorm(h))
+
+    @torch.no_grad()
+    def _group(self, g):
+        """Layer group g of the forward of ids at pos; the last group returns the logits."""
+        m = self.mods
+        if g == 0:
+            h = m.embed_tokens(self.ids)
+            cos, sin = m.rotary_emb(h, self.pos.view(1, 1))
+            self.cos.copy_(cos)
+            self.sin.copy_(sin)
+            self.bias.zero_()
+            self.bias.masked_fill_(self.positions > self.pos, float("-inf"))
+            self.h.copy_(h)
+        h = self.h
+        a, b = self.bounds[g]
+        for i in range(a, b):
+            h = self._layer(i, h)
+        self.h.copy_(h)
+        if g == self.groups - 1:
+            return self.model.m.lm_head(m.norm(self.h))[0, -1]
+        return None
+
+    def begin(self, token, pos):
+        """The next run_group calls compute token at position pos."""
+        self.ids.fill_(token)
+        self.pos.fill_(pos)
+        self.ran = 0
+
+    def run_group(self, g, eager=False):
+        if self.graphs and not eager:
+            self.graphs[g].replay()
+            out = self.out
+        else:
+            out = self._group(g)
+        self.ran = g + 1
+        return out
 
     def seek(self, pos):
-        """The next forward appends at position pos."""
+        """The next multi-token forward appends at position pos."""
         for lay in self.cache.layers:
             lay.cumulative_length.fill_(pos)
 
     def step(self, token, pos, eager=False):
         """The logits of token at position pos over the cache's first pos positions."""
-        self.ids.fill_(token)
-        self.pos.fill_(pos)
-        if self.graph is None or eager:
-            return self._forward_at_pos().float()
-        self.graph.replay()
-        return self.out.float()
+        self.begin(token, pos)
+        for g in range(self.groups):
+            out = self.run_group(g, eager)
+        return out.float()
 
     def resume(self, start, ids):
         """Computes ids at positions start.. (the rest eagerly, the last token by step)."""
@@ -149,7 +232,7 @@ class Tiny:
     def __call__(self, ids, cache):
         return self.m(ids, cache)[-1]
 
-    def session(self, capacity):
+    def session(self, capacity, groups):
         return TinySession(self, capacity)
 
     def sync(self):
@@ -160,11 +243,12 @@ class TinySession:
     """GraphSession's interface on CPU: a plain area, the cache rebuilt from it on resume."""
 
     how = "eager"
+    graphs = ()
 
     def __init__(self, model, capacity):
         self.model = model
-        shape = (1, model.kv_heads, capacity, model.head_dim)
-        self.area = [(torch.zeros(shape), torch.zeros(shape)) for _ in range(model.layers)]
+        self.area = grouped_area(model.layers, model.kv_heads, capacity, model.head_dim,
+                                 model.dtype)
 
     def resume(self, start, ids):
         self.cache = self.model.cache_cls()
@@ -183,8 +267,11 @@ def prompt(args, n):
 
 
 def capacity(args, n):
-    """Tokens of a session's static cache: the prompt, the decode steps, whole chunks."""
-    return -(-(n + DECODE_STEPS + 1) // args.chunk) * args.chunk
+    """Tokens of a session's static cache: the prompt, the decode steps, whole segments
+    (whole chunks: SEGMENT is a multiple of every chunk size the bench takes)."""
+    if SEGMENT % args.chunk:
+        raise SystemExit(f"e2e_bench: --chunk {args.chunk} does not divide {SEGMENT}")
+    return -(-(n + DECODE_STEPS + 1) // SEGMENT) * SEGMENT
 
 
 def greedy(sess, start, ids):
@@ -224,7 +311,8 @@ def new_store(args, model, area=None, max_tokens=0):
     return PrefixStore(args.socket, args.model, num_layers=model.layers,
                        num_kv_heads=model.kv_heads, head_dim=model.head_dim, dtype=model.dtype,
                        device=model.device, chunk_tokens=args.chunk, max_tokens=max_tokens,
-                       staging_chunks=args.staging_chunks, depth=args.depth, area=area)
+                       staging_chunks=args.staging_chunks * args.layer_groups, depth=args.depth,
+                       area=area, layer_groups=args.layer_groups)
 
 
 def store_all(args, model):
@@ -321,9 +409,18 @@ def time_it(args, model, s, sess, toks, out):
     """TTFT: recompute against LOOKUP + load + the one-token forward; and its parts."""
     p = len(toks) - 1
 
+    def overlap(g, n):
+        """Layer group g of the last token's forward, as soon as its KV has landed."""
+        if n == p:
+            if g == 0:
+                sess.begin(toks[-1], p)
+            sess.run_group(g)
+
     def from_kvtier():
-        n = s.load(toks[:-1])
-        sess.resume(n, toks[n:])
+        sess.ran = 0
+        n = s.load(toks[:-1], on_group=overlap if sess.graphs else None)
+        if n != p or sess.ran != len(sess.graphs) or not sess.graphs:
+            sess.resume(n, toks[n:])               # a shorter prefix: the groups' work is redone
 
     out["ttft_recompute_ms"] = timed(model, lambda: model(toks, model.cache_cls()), args.repeats)
     out["ttft_l1_ms"] = timed(model, from_kvtier, args.repeats)
@@ -331,6 +428,7 @@ def time_it(args, model, s, sess, toks, out):
     out["step_ms"] = timed(model, lambda: sess.step(toks[-1], p), args.repeats)
     out["step_eager_ms"] = timed(model, lambda: sess.step(toks[-1], p, eager=True), args.repeats)
     out["forward"] = sess.how
+    out["layer_groups"] = args.layer_groups
     out["kv_bytes"] = kv_bytes = 2 * model.layers * model.kv_heads * model.head_dim * p * \
         torch.tensor([], dtype=model.dtype).element_size()
     if model.device == "cuda":
@@ -360,7 +458,7 @@ def ttft_all(args, model):
     for n in args.lengths:
         toks = prompt(args, n)
         out = {"mode": "ttft", "tokens": n, "prefix_tokens": n - 1}
-        sess = model.session(capacity(args, n))
+        sess = model.session(capacity(args, n), args.layer_groups)
         with new_store(args, model, sess.area) as s:
             if not args.no_check:
                 check(model, s, sess, toks, out)
@@ -374,7 +472,8 @@ def ttft_all(args, model):
 def flip(args):
     """No model: a byte of the newest (and any older) record of the chunk, flipped."""
     from l2file import flip_data_byte
-    key = prefix_keys(prompt(args, args.lengths[0])[:-1], args.chunk)[CORRUPT_CHUNK]
+    key = block_key(prefix_keys(prompt(args, args.lengths[0])[:-1], args.chunk)[CORRUPT_CHUNK],
+                    0, args.layer_groups)
     n = flip_data_byte(args.l2_file, key, args.l2_region_size)
     print(json.dumps({"mode": "flip", "tokens": args.lengths[0], "chunk": CORRUPT_CHUNK,
                       "records_flipped": n}), flush=True)
@@ -388,7 +487,7 @@ def corrupt(args, model):
     server would after recomputing."""
     n = args.lengths[0]
     toks = prompt(args, n)
-    sess = model.session(capacity(args, n))
+    sess = model.session(capacity(args, n), args.layer_groups)
     with new_store(args, model, sess.area) as s:
         got = s.load(toks[:-1])
         logits, rtoks = greedy(sess, got, toks[got:])
@@ -421,7 +520,12 @@ def main():
     ap.add_argument("--chunk", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--depth", type=int, default=4)
-    ap.add_argument("--staging-chunks", type=int, default=16)
+    ap.add_argument("--staging-chunks", type=int, default=16,
+                    help="chunks a staging buffer holds (times the layer groups in blocks)")
+    ap.add_argument("--layer-groups", type=int, default=0,
+                    help="a chunk is one block per group of layers, loaded group by group while "
+                         "the last token's forward computes the groups landed (default: 4 for "
+                         "qwen3-8b, 3 for tiny; 1: no groups, the forward after the load)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--l2-port", type=int, default=0, help="control-plane port: also from L2")
     ap.add_argument("--l2-file", help="flip: the L2 file")
@@ -438,6 +542,7 @@ def main():
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)
     args.lengths = [int(x) for x in args.lengths.split(",")]
+    args.layer_groups = args.layer_groups or {"qwen3-8b": 4, "tiny": 3}[args.model]
     if args.mode == "flip":
         sys.exit(0 if flip(args) else 1)
     model = (Qwen3 if args.model == "qwen3-8b" else Tiny)(args.seed)
