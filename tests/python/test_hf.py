@@ -147,13 +147,8 @@ def settle_l2(d):
     raise AssertionError("L2 did not settle")
 
 
-def test_corrupt_l2_block_is_a_miss_then_a_recompute(make_daemon, tmp_path):
-    l2 = str(tmp_path / "l2")
-    d = make_daemon("--l2-path", l2, "--l2-size", "64MiB", "--l2-region-size", "8MiB")
-    model = TinyDecoder()
-    tokens = prompt(6 * C + 3, seed=2)
-    saved_by_a(d.socket, model, tokens)
-    # Everything to L2, then one byte of chunk 2's record flipped on disk.
+def evict_to_l2(d):
+    """Evicts all of L1 into L2 and waits until L2 has written it: L1 is then empty."""
     req = urllib.request.Request(f"http://127.0.0.1:{d.port}/v1/tiers/l1/evict", method="POST",
                                  data=json.dumps({"all": True}).encode(),
                                  headers={"Content-Type": "application/json"})
@@ -163,6 +158,16 @@ def test_corrupt_l2_block_is_a_miss_then_a_recompute(make_daemon, tmp_path):
         settle_l2(d)
     settle_l2(d)
     assert d.stats()["l1"]["items"] == 0
+
+
+def test_corrupt_l2_block_is_a_miss_then_a_recompute(make_daemon, tmp_path):
+    l2 = str(tmp_path / "l2")
+    d = make_daemon("--l2-path", l2, "--l2-size", "64MiB", "--l2-region-size", "8MiB")
+    model = TinyDecoder()
+    tokens = prompt(6 * C + 3, seed=2)
+    saved_by_a(d.socket, model, tokens)
+    # Everything to L2, then one byte of chunk 2's record flipped on disk.
+    evict_to_l2(d)
     # A restart: the blocks are read from the disk, not from the open region's buffer.
     assert d.stop() == 0
     assert flip_data_byte(l2, prefix_keys(tokens[:-1], C)[2], 8 << 20) == 1
@@ -190,14 +195,7 @@ def test_a_corrupt_group_block_stops_the_groups_after_it(make_daemon, tmp_path, 
     model = TinyDecoder()
     tokens = prompt(6 * C + 3, seed=5)
     cache = saved_by_a(d.socket, model, tokens, groups=3)
-    req = urllib.request.Request(f"http://127.0.0.1:{d.port}/v1/tiers/l1/evict", method="POST",
-                                 data=json.dumps({"all": True}).encode(),
-                                 headers={"Content-Type": "application/json"})
-    for _ in range(100):
-        if json.load(urllib.request.urlopen(req))["complete"]:
-            break
-        settle_l2(d)
-    settle_l2(d)
+    evict_to_l2(d)
     assert d.stop() == 0
     key = block_key(prefix_keys(tokens[:-1], C)[2], bad_group, 3)
     assert flip_data_byte(l2, key, 8 << 20) == 1
