@@ -11,8 +11,9 @@
 # H2D ceiling and the disk's (bench/lib.sh disk_ceiling); a PNG plot. Binaries and libkvtier
 # from a carried folder (bench/carry.sh build/plain .devcarry); results in OUT.
 #
-#   bench/e2e.sh [CARRY-DIR]   LENGTHS=2048,8192,32768 REPEATS=5 L1=24GiB L2=16GiB
-#                              LAYER_GROUPS=4 DEPTH=4 (e2e_bench.py --layer-groups, --depth)
+#   bench/e2e.sh [CARRY-DIR]   LENGTHS=2048,8192,32768 REPEATS=5 L1=24GiB L2=16GiB CHUNK=256
+#                              LAYER_GROUPS=4 DEPTH=4 STAGING=16 (e2e_bench.py --layer-groups,
+#                              --depth, --staging-chunks)
 #   E2E_MODEL=tiny CHUNK=16 bench/e2e.sh   (tests/python's CPU decoder: the flow, anywhere)
 set -u
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,8 +30,8 @@ bench() { # bench NAME MODE ARGS...: one process, its JSON lines in OUT/NAME.jso
 	shift
 	"$PY" "$SRC/bench/e2e_bench.py" "$@" --socket "$DIR/kvtierd.sock" \
 		--model "${E2E_MODEL:-qwen3-8b}" --lengths "${LENGTHS:-2048,8192,32768}" \
-		--chunk "${CHUNK:-128}" ${LAYER_GROUPS:+--layer-groups "$LAYER_GROUPS"} \
-		${DEPTH:+--depth "$DEPTH"} \
+		--chunk "${CHUNK:-256}" ${LAYER_GROUPS:+--layer-groups "$LAYER_GROUPS"} \
+		${DEPTH:+--depth "$DEPTH"} ${STAGING:+--staging-chunks "$STAGING"} \
 		>"$OUT/$_name.jsonl" 2>"$OUT/$_name.err" || rc=1
 	cat "$OUT/$_name.jsonl"
 	tail -5 "$OUT/$_name.err"

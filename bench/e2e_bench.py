@@ -517,7 +517,8 @@ def main():
     ap.add_argument("--socket", required=True)
     ap.add_argument("--model", default="qwen3-8b", choices=["qwen3-8b", "tiny"])
     ap.add_argument("--lengths", default="2048,8192,32768")
-    ap.add_argument("--chunk", type=int, default=128)
+    ap.add_argument("--chunk", type=int, default=256,
+                    help="tokens per chunk (256: 9.4 MB blocks with 4 groups of Qwen3-8B)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--depth", type=int, default=4)
     ap.add_argument("--staging-chunks", type=int, default=16,
