@@ -218,7 +218,7 @@ struct kvt_lookup {
 	const struct kvt_key *keys;
 	uint32_t nkeys;
 	uint32_t lease_ms;         /* > 0: lease the hits this long; KVT_LEASE_DEFAULT: the daemon's default */
-	uint8_t *tiers;            /* nkeys entries: 0 none, 1 L1, 2 L2 */
+	uint8_t *tiers;            /* nkeys entries: 0 none, 1 L1, 2 L2, 3 L3 */
 	uint32_t hits;             /* leading keys present */
 	uint64_t lease_id;         /* 0 when nothing was leased */
 };

@@ -9,6 +9,9 @@
 #ifndef KVTIER_PROTOCOL_H
 #define KVTIER_PROTOCOL_H
 
+/* The highest tier a LOOKUP reply names. */
+#define KVT_TIER_MAX 3
+
 #include <stdint.h>
 
 #define KVT_PROTO_MAGIC 0x3154564bu /* "KVT1" as little-endian bytes */
@@ -71,6 +74,7 @@ enum kvt_buffer_kind {
  * UNREGISTER req: u32 buffer index, u32 0   rep: empty
  * LOOKUP    req: u32 nkeys, u32 lease_ms, nkeys x 16-byte key
  *           rep: u32 hits, u32 nkeys, u64 lease id (0: none), nkeys x u8 tier
+ *                (0 none, 1 L1, 2 L2, 3 L3: at most KVT_TIER_MAX)
  * RELEASE   req: u64 lease id               rep: empty
  * STORE, LOAD req: u32 buffer index, u32 nblocks, nblocks x
  *                { 16-byte key, u64 offset, u32 length, u32 0 }     (8 + 32 n)

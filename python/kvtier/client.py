@@ -73,7 +73,7 @@ def key_chain(tokens, block_tokens):
 
 
 class LookupResult:
-    """hits: leading keys present; tiers: per key 0 none, 1 L1, 2 L2; lease_id: 0 if none."""
+    """hits: leading keys present; tiers: per key 0 none, 1 L1, 2 L2, 3 L3; lease_id: 0 if none."""
 
     def __init__(self, hits, tiers, lease_id):
         self.hits, self.tiers, self.lease_id = hits, tiers, lease_id

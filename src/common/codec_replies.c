@@ -68,7 +68,7 @@ int reply_decode_lookup(const uint8_t *p, size_t len, struct kvt_lookup *lk)
 		return -EBADMSG;
 	const uint8_t *tiers = wire_take(&r, n);
 	for (uint32_t i = 0; i < n; i++)
-		if (tiers[i] > 2)
+		if (tiers[i] > KVT_TIER_MAX)
 			return -EBADMSG;
 	memcpy(lk->tiers, tiers, n);
 	lk->hits = hits;

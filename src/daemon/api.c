@@ -12,6 +12,7 @@
 #include "dataplane.h"
 #include "l1.h"
 #include "l2svc.h"
+#include "l3svc.h"
 #include "loopcall.h"
 #include "metrics.h"
 #include "ns.h"
@@ -104,10 +105,17 @@ static json_t *get_stats(struct http_ctx *ctx)
 	json_t *o = json_pack("{s:o,s:o,s:o}", "l1", stats_l1(ctx->l1), "dataplane",
 			      stats_dp(ctx->dp), "gpu", stats_gpu());
 	json_object_set_new(o, "l2", ctx->l2 ? stats_l2(&ctx->l2->l2) : json_null());
+	json_t *l3 = ctx->l3 ? json_object() : json_null();
+	if (ctx->l3)
+		l3svc_stats_visit(ctx->l3, json_member, l3);
+	json_object_set_new(o, "l3", l3);
 	return o;
 }
 
 /* --- /v1/tiers --- */
+
+static json_t *tier_l2(struct http_ctx *ctx, const struct l1_stats_snapshot *s1);
+static json_t *tier_l3(const struct l3svc *l3);
 
 static json_t *get_tiers(struct http_ctx *ctx)
 {
@@ -121,8 +129,17 @@ static json_t *get_tiers(struct http_ctx *ctx)
 		(json_int_t)(s.evictions_watermark + s.evictions_capacity + s.evictions_admin +
 			     s.evictions_quota),
 		"dirty_items", (json_int_t)s.dirty_items, "dirty_bytes", (json_int_t)s.dirty_bytes);
-	if (!ctx->l2)
-		return json_pack("{s:[o]}", "tiers", l1);
+	json_t *tiers = json_pack("{s:[o]}", "tiers", l1);
+	if (ctx->l2)
+		json_array_append_new(json_object_get(tiers, "tiers"), tier_l2(ctx, &s));
+	if (ctx->l3)
+		json_array_append_new(json_object_get(tiers, "tiers"), tier_l3(ctx->l3));
+	return tiers;
+}
+
+static json_t *tier_l2(struct http_ctx *ctx, const struct l1_stats_snapshot *s1)
+{
+	const struct l1_stats_snapshot s = *s1;
 	struct l2_stats_snapshot t;
 	l2_stats_read(&ctx->l2->l2, &t);
 	const char *state = l2svc_state(ctx->l2);
@@ -135,7 +152,25 @@ static json_t *get_tiers(struct http_ctx *ctx)
 	if (strcmp(state, "failed") == 0)
 		json_object_set_new(l2, "next_probe_in_ms",
 				    json_integer((json_int_t)LOAD(ctx->l2->next_probe_in_ms)));
-	return json_pack("{s:[o,o]}", "tiers", l1, l2);
+	return l2;
+}
+
+static json_t *tier_l3(const struct l3svc *l3)
+{
+	struct l3_stats_snapshot e;
+	struct l3scan_stats_snapshot k;
+	l3_stats_read(&l3->l3, &e);
+	l3scan_stats_read(&l3->scan, &k);
+	const char *reason = l3_fault_reason(&l3->l3);
+	json_t *o = json_pack(
+		"{s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "name", "l3", "state", l3_state(&l3->l3),
+		"path", l3->l3.root, "capacity_bytes", (json_int_t)k.capacity_bytes, "used_bytes",
+		(json_int_t)k.used_bytes, "items", (json_int_t)k.items, "hits", (json_int_t)e.reads,
+		"misses", (json_int_t)(e.read_misses + e.read_failures), "evictions",
+		(json_int_t)k.files_removed);
+	if (reason)
+		json_object_set_new(o, "reason", json_string(reason));
+	return o;
 }
 
 /* --- /v1/policy --- */

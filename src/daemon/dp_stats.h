@@ -88,6 +88,8 @@
 	  "Blocks LOAD requests read from L2 (a part of kvtier_blocks_loaded_total).") \
 	X(blocks_promoted, COUNTER, "kvtier_blocks_promoted_total", "", \
 	  "Blocks read from L2 and kept in L1 (promoted).") \
+	X(blocks_loaded_l3, COUNTER, "kvtier_blocks_loaded_l3_total", "", \
+	  "Blocks LOAD requests read from L3 (a part of kvtier_blocks_loaded_total; kept in L1 when a slot could be had).") \
 	X(bytes_stored, COUNTER, "", "", \
 	  "Bytes stored by STORE requests.") \
 	X(bytes_loaded, COUNTER, "", "", \

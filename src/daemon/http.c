@@ -20,6 +20,7 @@
 #include "api.h"
 #include "l1.h"
 #include "l2svc.h"
+#include "l3svc.h"
 #include "metrics.h"
 #include "settings.h"
 #include "webui.h"
@@ -116,13 +117,26 @@ static void l2_probe_fields(const struct http_ctx *ctx, char *buf, size_t len)
 		snprintf(buf + n, len - (size_t)n, "}");
 }
 
-/* Alive: 200 always; "degraded" while L2 is failed or unavailable (L1 serves). */
+static void l3_fields(const struct http_ctx *ctx, char *buf, size_t len)
+{
+	*buf = '\0';
+	if (!ctx->l3)
+		return;
+	const char *reason = l3_fault_reason(&ctx->l3->l3);
+	snprintf(buf, len, ",\"l3\":{\"state\":\"%s\"%s%s%s}", l3_state(&ctx->l3->l3),
+		 reason ? ",\"reason\":\"" : "", reason ? reason : "", reason ? "\"" : "");
+}
+
+/* Alive: 200 always; "degraded" while L2 is failed or unavailable, or L3 degraded (L1 serves). */
 static enum MHD_Result respond_health(struct MHD_Connection *conn, const struct http_ctx *ctx)
 {
-	char l2[256], body[320];
+	char l2[256], l3[128], body[420];
 	l2_probe_fields(ctx, l2, sizeof(l2));
-	bool degraded = ctx->l2 && atomic_load(&ctx->l2->l2.stats.failed);
-	snprintf(body, sizeof(body), "{\"status\":\"%s\"%s}\n", degraded ? "degraded" : "ok", l2);
+	l3_fields(ctx, l3, sizeof(l3));
+	bool degraded = (ctx->l2 && atomic_load(&ctx->l2->l2.stats.failed)) ||
+			(ctx->l3 && atomic_load(&ctx->l3->l3.stats.degraded));
+	snprintf(body, sizeof(body), "{\"status\":\"%s\"%s%s}\n", degraded ? "degraded" : "ok", l2,
+		 l3);
 	return respond_json(conn, MHD_HTTP_OK, body);
 }
 
@@ -147,7 +161,8 @@ static enum MHD_Result respond_metrics(struct MHD_Connection *conn, struct http_
 	if (api_namespace_usage(ctx, &ns, &nns))
 		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
 				     "the daemon is stopping");
-	char *text = metrics_render(ctx->l1, ctx->l2 ? &ctx->l2->l2 : NULL, ctx->dp, ns, nns, &len);
+	char *text = metrics_render(ctx->l1, ctx->l2 ? &ctx->l2->l2 : NULL, ctx->l3, ctx->dp, ns, nns,
+				    &len);
 	free(ns);
 	if (!text)
 		return respond_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",

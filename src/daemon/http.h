@@ -23,6 +23,7 @@ struct http_ctx {
 	_Atomic bool ready;          /* tiers open, indexes rebuilt */
 	struct l1 *l1;               /* counters read here; changed via calls */
 	struct l2svc *l2;            /* NULL without L2 */
+	struct l3svc *l3;            /* NULL without L3 */
 	struct dp *dp;                /* counters read here; changed via calls */
 	struct ns_registry *namespaces;
 	struct loopcall *calls;

@@ -728,11 +728,12 @@ int l1_store_begin(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key 
 	return 0;
 }
 
-void l1_store_commit(struct l1 *l1, struct l1_ref *ref)
+bool l1_store_commit(struct l1 *l1, struct l1_ref *ref)
 {
 	struct l1_item *it = ref->item;
 	it->parts[ref->rank].state = PART_STORED;
-	if (++it->nstored == it->nparts) {
+	bool completed = ++it->nstored == it->nparts;
+	if (completed) {
 		STAT_ADD(l1, complete_items, 1);
 		it->write = ref->clean ? ITEM_CLEAN : ITEM_DIRTY;
 		if (it->write == ITEM_DIRTY) {
@@ -744,6 +745,7 @@ void l1_store_commit(struct l1 *l1, struct l1_ref *ref)
 	STAT_ADD(l1, bytes_stored, ref->length);
 	item_unpin(l1, it);
 	ref->item = NULL;
+	return completed;
 }
 
 void l1_store_abort(struct l1 *l1, struct l1_ref *ref)

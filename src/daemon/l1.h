@@ -36,6 +36,7 @@ enum kvt_tier {
 	KVT_TIER_NONE = 0,
 	KVT_TIER_L1 = 1,
 	KVT_TIER_L2 = 2,
+	KVT_TIER_L3 = 3,
 };
 
 enum l1_evict_reason {
@@ -250,7 +251,8 @@ void l1_set_max_lease(struct l1 *l1, uint32_t max_lease_ms);
  */
 int l1_store_begin(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *key,
 		   uint16_t rank, uint32_t length, unsigned flags, struct l1_ref *ref);
-void l1_store_commit(struct l1 *l1, struct l1_ref *ref);
+/* Unpins the stored part; true when it completed its item (every part stored). */
+bool l1_store_commit(struct l1 *l1, struct l1_ref *ref);
 void l1_store_abort(struct l1 *l1, struct l1_ref *ref);
 
 /*

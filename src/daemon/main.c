@@ -25,6 +25,7 @@
 #include "kvtier/kvtier.h"
 #include "l1.h"
 #include "l2svc.h"
+#include "l3svc.h"
 #include "log.h"
 #include "policy.h"
 #include "settings.h"
@@ -45,6 +46,7 @@ struct kvtd {
 	char **argv;
 	struct l1 l1;
 	struct l2svc l2;
+	struct l3svc l3;
 	struct ns_registry namespaces;
 	struct copy_engine copy, gpu_copy;
 	bool copy_open, gpu_copy_open, dp_open;
@@ -389,6 +391,7 @@ static void close_all(struct kvtd *d)
 		dp_close(&d->dp);
 	l2svc_flush(&d->l2, (uint32_t)d->cfg.stop_flush_ms);
 	l2svc_close(&d->l2);
+	l3svc_close(&d->l3);
 	if (d->copy_open)
 		copy_engine_destroy(&d->copy);
 	if (d->gpu_copy_open)
@@ -466,6 +469,12 @@ int main(int argc, char **argv)
 	char why[256];
 	d.http_ctx.l1 = &d.l1;
 	d.http_ctx.l2 = d.cfg.l2_path ? &d.l2 : NULL;
+	if (d.cfg.l3_path) {
+		if (l3svc_open(&d.l3, &d.cfg, &d.l1, &d.namespaces, &d.loop))
+			goto out;
+		d.dp.tiering.l3 = &d.l3;
+		d.http_ctx.l3 = &d.l3;
+	}
 	d.http_ctx.dp = &d.dp;
 	d.http_ctx.namespaces = &d.namespaces;
 	d.http_ctx.calls = &d.calls;

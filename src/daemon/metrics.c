@@ -17,6 +17,7 @@
 #include "kvtier/kvtier.h"
 #include "l1.h"
 #include "l2.h"
+#include "l3svc.h"
 #include "metrics.h"
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -84,12 +85,15 @@ static void render_table_samples(FILE *f, const struct table_samples *t)
 	}
 }
 
-static void render_tables(FILE *f, const struct l1 *l1, const struct l2 *l2, const struct dp *dp)
+static void render_tables(FILE *f, const struct l1 *l1, const struct l2 *l2,
+			  const struct l3svc *l3, const struct dp *dp)
 {
 	struct table_samples t = {.n = 0};
 	l1_stats_visit(l1, gather, &t);
 	if (l2)
 		l2_stats_visit(l2, gather, &t);
+	if (l3)
+		l3svc_stats_visit(l3, gather, &t);
 	dp_totals_visit(&dp->stats, gather, &t);
 	dp_rejects_visit(&dp->stats, gather, &t);
 	gpu_stats_visit(gather, &t);
@@ -201,8 +205,8 @@ static void render_gpu(FILE *f)
 	    (uint64_t)gpu_device_count());
 }
 
-char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct dp *dp,
-		     const struct metrics_ns *ns, uint32_t nns, size_t *len)
+char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct l3svc *l3,
+		     const struct dp *dp, const struct metrics_ns *ns, uint32_t nns, size_t *len)
 {
 	char *buf = NULL;
 	FILE *f = open_memstream(&buf, len);
@@ -212,7 +216,7 @@ char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct dp *
 	fprintf(f, "kvtier_build_info{version=\"%s\",cuda=\"%s\"} 1\n", kvt_version(),
 		gpu_built_in() ? "yes" : "no");
 	one(f, "kvtier_up", "gauge", "1 while the daemon serves.", 1);
-	render_tables(f, l1, l2, dp);
+	render_tables(f, l1, l2, l3, dp);
 	render_dp(f, dp);
 	render_namespaces(f, l2 != NULL, ns, nns);
 	render_gpu(f);

@@ -17,6 +17,8 @@ struct dp;
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 /* One namespace's usage and quotas, copied on the loop thread for a scrape. */
+struct l3svc;
+
 struct metrics_ns {
 	uint32_t id;
 	char model[KVT_NS_MODEL_MAX + 1];
@@ -28,7 +30,7 @@ struct metrics_ns {
  * The whole page, malloc'd (free it), or NULL when out of memory; ns: the
  * namespaces (nns of them) for the per-namespace families.
  */
-char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct dp *dp,
-		     const struct metrics_ns *ns, uint32_t nns, size_t *len);
+char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct l3svc *l3,
+		     const struct dp *dp, const struct metrics_ns *ns, uint32_t nns, size_t *len);
 
 #endif

@@ -226,6 +226,9 @@ static int op_lookup(struct dp_conn *c, const struct wire_hdr *h, const uint8_t 
 	}
 	if (lease)
 		session_add_lease(c->session, lease);
+	for (; !err && dp->tiering.l3 && hits < lk.nkeys &&
+	       l3svc_contains(dp->tiering.l3, c->ns, &lk.keys[hits]); hits++)
+		tiers[hits] = KVT_TIER_L3; /* the prefix goes on in L3 */
 	reply_encode_lookup_head(out, hits, lk.nkeys, lease);
 	return 0;
 }

@@ -101,6 +101,14 @@ static const struct option_def options[] = {
 	 "at a stop (SIGTERM, SIGINT), how long kvtierd goes on writing dirty L1 items to L2 before it exits; what is left is lost"},
 	{"l2-write-buffers", 0, OPT_UINT, OFF(l2_write_buffers), "4", NULL, 2, 64, false, "N",
 	 "regions of L2 filled at once: the record headers of blocks written from their L1 slots, and the copied blocks of victims evicted dirty"},
+	{"l3-path", 0, OPT_PATH, OFF(l3_path), NULL, "none: no L3 tier", 0, 0, false, "DIR",
+	 "directory on a file system the kvtierd of many nodes share (NFS, CephFS, Lustre, ...) for the L3 tier: one file per block part, published by link, read and verified on L1 and L2 misses; it must exist and be writable"},
+	{"l3-size", 0, OPT_SIZE, OFF(l3_size), "0", NULL, 0, UINT64_MAX, false, "SIZE",
+	 "cap on the bytes of L3 files, all nodes together: past it each node removes the oldest files (by modification time) when it walks the directory; 0: no cap"},
+	{"l3-queue-depth", 0, OPT_UINT, OFF(l3_queue_depth), "16", NULL, 1, 1024, false, "N",
+	 "L3 publishes in flight at once (each pins its L1 part), and the io_uring's depth"},
+	{"l3-scan-ms", 0, OPT_UINT, OFF(l3_scan_ms), "10000", NULL, 10, 3600000, false, "MS",
+	 "how often this node walks L3: to account every node's files, enforce l3-size, remove dead publishers' temporaries and learn what other nodes published (for lookups)"},
 	{"web-dir", 0, OPT_PATH, OFF(web_dir), NULL,
 	 "the installed share/kvtier/web, else the source tree's web/", 0, 0, false, "DIR",
 	 "directory of the dashboard's files, served at /"},
@@ -545,6 +553,8 @@ static int validate(const struct kvtd_config *cfg, char *err, size_t errlen)
 		return kvt_fail(err, errlen, -EINVAL, "l2-region-size: must be a multiple of 4 KiB");
 	if (cfg->l2_region_size && !cfg->l2_path)
 		return kvt_fail(err, errlen, -EINVAL, "l2-region-size: given without l2-path");
+	if (cfg->l3_size && !cfg->l3_path)
+		return kvt_fail(err, errlen, -EINVAL, "l3-size: given without l3-path");
 	if (strlen(cfg->socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return kvt_fail(err, errlen, -EINVAL, "socket: path '%s' is longer than %zu bytes",
 			    cfg->socket_path, sizeof(((struct sockaddr_un *)0)->sun_path) - 1);

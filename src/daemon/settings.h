@@ -42,6 +42,10 @@ struct kvtd_config {
 	uint64_t l2_region_size;
 	uint64_t l2_queue_depth;
 	uint64_t l2_write_buffers;
+	char *l3_path;
+	uint64_t l3_size;
+	uint64_t l3_queue_depth;
+	uint64_t l3_scan_ms;
 	char *web_dir;
 	enum kvt_log_level log_level;
 };

@@ -72,6 +72,22 @@ static void on_l2_read(struct l2_read *rd, int status)
 	block_settled(x);
 }
 
+/* Where a read's bytes go: a new L1 slot (promotion), else a bounce buffer; NULL: neither. */
+static uint8_t *read_target(struct tiering *t, struct tier_block *b, uint32_t len)
+{
+	b->status = 0;
+	if (l1_store_begin(t->l1, b->ns, &b->key, b->rank, len, 0, &b->ref) == 0) {
+		b->state = TIER_BLOCK_PROMOTING;
+		return b->ref.data;
+	}
+	if (posix_memalign((void **)&b->bounce, ARENA_SLOT_ALIGN, arena_slot_size(b->ns->block_bytes))) {
+		b->status = -ENOENT;
+		return NULL;
+	}
+	b->state = TIER_BLOCK_BOUNCING;
+	return b->bounce;
+}
+
 /*
  * Reads a block L1 misses from L2. The target is a new L1 slot (the block
  * is promoted) or, when none can be had, a bounce buffer. Taking the slot
@@ -92,17 +108,9 @@ static void load_from_l2(struct tiering *t, struct tier_xfer *x, struct tier_blo
 		return;
 	}
 	uint64_t cap = arena_slot_size(ns->block_bytes);
-	uint8_t *dst;
-	if (l1_store_begin(t->l1, ns, key, rank, (uint32_t)len, 0, &b->ref) == 0) {
-		b->state = TIER_BLOCK_PROMOTING;
-		dst = b->ref.data;
-	} else if (posix_memalign((void **)&b->bounce, ARENA_SLOT_ALIGN, cap) == 0) {
-		b->state = TIER_BLOCK_BOUNCING;
-		dst = b->bounce;
-	} else {
+	uint8_t *dst = read_target(t, b, (uint32_t)len);
+	if (!dst)
 		return;
-	}
-	b->status = 0;
 	b->rd.done = on_l2_read;
 	int rc = l2_read_begin(t->l2, ns, key, rank, dst, cap, &b->rd);
 	if (rc < 0)
@@ -111,6 +119,59 @@ static void load_from_l2(struct tiering *t, struct tier_xfer *x, struct tier_blo
 		l2_read_arrived(x, b);
 	else
 		x->pending++;
+}
+
+/* --- read-through from L3 --- */
+
+struct tier_l3_read {
+	struct l3_read rd;
+	struct tier_block *b;
+};
+
+static uint8_t *l3_target(struct l3_read *rd, uint32_t length)
+{
+	struct tier_block *b = ((struct tier_l3_read *)rd)->b;
+	if (length > b->room)
+		return NULL; /* a miss: it does not fit what the client asked */
+	return read_target(b->xfer->tiering, b, length);
+}
+
+static void on_l3_read(struct l3_read *rd, int status)
+{
+	struct tier_block *b = ((struct tier_l3_read *)rd)->b;
+	struct tier_xfer *x = b->xfer;
+	free(b->l3rd);
+	b->l3rd = NULL;
+	if (status) {
+		l2_read_undo(x->tiering, b, -ENOENT);
+	} else {
+		b->rd.length = rd->op.length;
+		l2_read_arrived(x, b);
+		l3svc_read_one(x->tiering->l3, b->ns, &b->key, b->rank);
+	}
+	block_settled(x);
+}
+
+/* Reads a block L1 and L2 miss from L3; FAILED (-ENOENT) as it was when it cannot start. */
+static void load_from_l3(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
+			 const struct kvt_ns *ns, uint16_t rank, const struct kvt_key *key,
+			 uint32_t room)
+{
+	struct tier_l3_read *r = calloc(1, sizeof(*r));
+	if (!r)
+		return;
+	b->room = room;
+	b->from_l3 = true;
+	r->b = b;
+	r->rd.target = l3_target;
+	r->rd.done = on_l3_read;
+	if (l3_read_begin(&t->l3->l3, ns, key, rank, (uint32_t)arena_slot_size(ns->block_bytes),
+			  &r->rd)) {
+		free(r);
+		return;
+	}
+	b->l3rd = r;
+	x->pending++;
 }
 
 /* --- issuing a block --- */
@@ -208,9 +269,15 @@ static void load_block(struct tiering *t, struct tier_xfer *x, struct tier_block
 		       uint32_t room)
 {
 	int err = l1_load_begin(t->l1, ns, key, rank, &b->ref);
-	if (err == -ENOENT && read_through_on(t)) {
+	if (err == -ENOENT && (read_through_on(t) || t->l3)) {
 		block_fail(b, -ENOENT);
-		load_from_l2(t, x, b, ns, rank, key, room);
+		b->ns = ns;   /* for read_target */
+		b->key = *key;
+		b->rank = rank;
+		if (read_through_on(t) && l2_part_length(t->l2, ns, key, rank) >= 0)
+			load_from_l2(t, x, b, ns, rank, key, room);
+		else if (t->l3)
+			load_from_l3(t, x, b, ns, rank, key, room);
 		return;
 	}
 	if (err) {
@@ -260,10 +327,14 @@ static void count_block(struct tiering *t, bool store, const struct tier_block *
 		STATS_ADD(t->stats, bytes_stored, b->length);
 		return;
 	case TIER_BLOCK_PROMOTING:
-		COUNT(t, blocks_promoted);
-		/* fall through */
 	case TIER_BLOCK_BOUNCING:
-		COUNT(t, blocks_loaded_l2);
+		if (b->from_l3) {
+			COUNT(t, blocks_loaded_l3);
+		} else {
+			COUNT(t, blocks_loaded_l2);
+			if (b->state == TIER_BLOCK_PROMOTING)
+				COUNT(t, blocks_promoted);
+		}
 		/* fall through */
 	case TIER_BLOCK_LOADING:
 		COUNT(t, blocks_loaded);
@@ -272,15 +343,25 @@ static void count_block(struct tiering *t, bool store, const struct tier_block *
 	}
 }
 
+/* A STORE that completed its item hands every part to L3's publisher. */
+static void store_committed(struct tiering *t, const struct tier_block *b, bool completed)
+{
+	if (!completed || !t->l3 || b->state != TIER_BLOCK_STORING)
+		return;
+	for (uint16_t r = 0; r < b->ns->tp_size; r++)
+		l3svc_stored(t->l3, b->ns, &b->key, r);
+}
+
 /* Commits or unpins one block; a fault fails every block that was copied. */
 static void block_finish(struct tiering *t, bool store, struct tier_block *b, int32_t fault)
 {
 	bool written = b->state == TIER_BLOCK_STORING || b->state == TIER_BLOCK_PROMOTING;
-	b->ref.clean = b->state == TIER_BLOCK_PROMOTING; /* L2 holds what it promoted */
+	/* L2 holds what it promoted; what L3 gave is L2's to take (dirty). */
+	b->ref.clean = b->state == TIER_BLOCK_PROMOTING && !b->from_l3;
 	if (written && fault)
 		l1_store_abort(t->l1, &b->ref);
 	else if (written)
-		l1_store_commit(t->l1, &b->ref);
+		store_committed(t, b, l1_store_commit(t->l1, &b->ref));
 	else if (b->state == TIER_BLOCK_LOADING)
 		l1_load_end(t->l1, &b->ref);
 	free(b->bounce);

@@ -4,7 +4,9 @@
  * LOAD copies from L1, or, on an L1 miss in evict mode, reads the block from
  * L2 (read-through) into a new L1 slot it keeps (promotion) or, when no slot
  * can be had, into a bounce buffer (L1's victims go to L2 through
- * writer.h). In evict mode a STORE block whose slot would
+ * writer.h); a block L1 and L2 miss is read from L3 the same way (a dirty
+ * item then: L2 gets it as write-behind does). A STORE that completes an
+ * item queues its parts for L3 (l3svc.h publishes them in the background). In evict mode a STORE block whose slot would
  * evict a dirty L1 item (not yet written behind) waits for the writer, up
  * to store_wait_ms, in arrival order (tiering_background). The glue between the engines (l1.h, l2.h) and
  * the copy engine, as memcached's storage.c is: the engines know nothing of
@@ -23,6 +25,7 @@
 #include "dp_stats.h"
 #include "l1.h"
 #include "l2.h"
+#include "l3svc.h"
 
 /* Where a block of a transfer stands; set when it is issued, read when the copies are done. */
 enum tier_block_state {
@@ -46,6 +49,9 @@ struct tier_block {
 	uint8_t *staging;          /* where an L2 read's bytes go once read */
 	struct tier_xfer *xfer;
 	struct l2_read rd;
+	struct tier_l3_read *l3rd; /* an L3 read in flight (PROMOTING or BOUNCING from L3) */
+	bool from_l3;              /* PROMOTING or BOUNCING: read from L3, not L2 */
+	uint32_t room;             /* a LOAD's room in staging */
 	/* A STORE's part, kept for a retry while WAITING. */
 	const struct kvt_ns *ns;
 	struct kvt_key key;
@@ -78,6 +84,7 @@ static inline struct tier_xfer *tier_xfer_of(struct copy_batch *b)
 struct tiering {
 	struct l1 *l1;
 	struct l2 *l2;             /* NULL without L2, or until it serves */
+	struct l3svc *l3;          /* NULL without L3 */
 	bool evict;
 	uint32_t store_wait_ms;    /* a STORE's bound on waiting for the writer; 0: drop at once */
 	struct dp_stats *stats;

@@ -38,13 +38,18 @@ check "docs/api.md lists endpoints" test -s "$TMP/api.endpoints"
 diff=$(comm -3 "$TMP/api.endpoints" "$TMP/man.endpoints" | tr '\n' ' ')
 check "docs/api.md and man/kvtierd.8 list the same endpoints${diff:+: $diff}" test -z "$diff"
 
-# Metric families: what a daemon with L2 serves, against docs/api.md.
-if start_daemon "$TMP/d.log" --l1-size 16MiB --l2-path "$TMP/l2" --l2-size 64MiB; then
+# Metric families: what a daemon with L2 and L3 serves, against docs/api.md.
+mkdir -p "$TMP/l3"
+if start_daemon "$TMP/d.log" --l1-size 16MiB --l2-path "$TMP/l2" --l2-size 64MiB \
+	--l3-path "$TMP/l3"; then
 	curl -s "http://127.0.0.1:$PORT/metrics" | sed -n 's/^# TYPE \([a-z0-9_]*\) .*/\1/p' |
 		sort -u >"$TMP/served.metrics"
 	curl -s "http://127.0.0.1:$PORT/v1/stats" |
 		python3 -c 'import json, sys; print("\n".join(sorted(json.load(sys.stdin)["l2"])))' \
 		>"$TMP/served.l2"
+	curl -s "http://127.0.0.1:$PORT/v1/stats" |
+		python3 -c 'import json, sys; print("\n".join(sorted(json.load(sys.stdin)["l3"])))' \
+		>"$TMP/served.l3"
 	kill -TERM "$DAEMON_PID"
 	wait_exit
 	check "the daemon serves metric families" test -s "$TMP/served.metrics"
@@ -58,6 +63,11 @@ if start_daemon "$TMP/d.log" --l1-size 16MiB --l2-path "$TMP/l2" --l2-size 64MiB
 	check "/v1/stats serves l2 fields" test -s "$TMP/served.l2"
 	diff=$(comm -3 "$TMP/served.l2" "$TMP/doc.l2" | tr '\n' ' ')
 	check "docs/l2.md and /v1/stats name the same l2 fields${diff:+: $diff}" test -z "$diff"
+	sed -n 's/^| `\([a-z0-9_]*\)` | \(counter\|gauge\) |.*/\1/p' "$SRC/docs/l3.md" | sort -u \
+		>"$TMP/doc.l3"
+	check "/v1/stats serves l3 fields" test -s "$TMP/served.l3"
+	diff=$(comm -3 "$TMP/served.l3" "$TMP/doc.l3" | tr '\n' ' ')
+	check "docs/l3.md and /v1/stats name the same l3 fields${diff:+: $diff}" test -z "$diff"
 else
 	not_ok "kvtierd starts for the metrics check"; cat "$TMP/d.log"
 fi

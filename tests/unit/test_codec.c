@@ -215,7 +215,10 @@ static void test_reply_decoders(void **state)
 	p[0] = 4;                                                          /* hits > nkeys */
 	assert_int_equal(reply_decode_lookup(p, 19, &lk), -EBADMSG);
 	p[0] = 2;
-	p[16] = 3;                                                         /* no tier 3 */
+	p[16] = 3;                                                         /* L3 */
+	assert_int_equal(reply_decode_lookup(p, 19, &lk), 0);
+	assert_int_equal(tiers[0], KVT_TIER_MAX);
+	p[16] = KVT_TIER_MAX + 1;                                          /* no such tier */
 	assert_int_equal(reply_decode_lookup(p, 19, &lk), -EBADMSG);
 	uint8_t out[8];
 	assert_int_equal(reply_decode_fixed(p, 8, out, 8), 0);

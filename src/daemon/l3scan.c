@@ -1,0 +1,301 @@
+/* l3scan.c — see l3scan.h. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "l3.h"
+#include "l3scan.h"
+#include "log.h"
+
+#define SET(s, field, v) atomic_store_explicit(&(s)->stats.field, (v), memory_order_relaxed)
+#define ADD(s, field, v) atomic_fetch_add_explicit(&(s)->stats.field, (v), memory_order_relaxed)
+
+struct file {
+	struct timespec mtime;
+	uint64_t bytes;
+	struct l3scan_part part;
+	uint32_t dir;                /* index of its directory in the walk's list */
+};
+
+struct walk {
+	struct file *files;
+	uint64_t n, cap;
+	char (*dirs)[64];            /* "NSDIGEST/AA/BB" of each leaf directory */
+	uint32_t ndirs, dircap;
+	uint64_t bytes;
+};
+
+static void scan_error(struct l3scan *s, const char *what, int err)
+{
+	if (err == ENOENT)
+		return; /* removed by another node under the walk */
+	ADD(s, scan_errors, 1);
+	log_debug("l3: walk: %s: %s", what, strerror(err));
+}
+
+static bool push_file(struct walk *w, const struct file *f)
+{
+	if (w->n == w->cap) {
+		uint64_t cap = w->cap ? 2 * w->cap : 4096;
+		struct file *nf = realloc(w->files, cap * sizeof(*nf));
+		if (!nf)
+			return false;
+		w->files = nf;
+		w->cap = cap;
+	}
+	w->files[w->n++] = *f;
+	w->bytes += f->bytes;
+	return true;
+}
+
+static bool push_dir(struct walk *w, const char *rel)
+{
+	if (w->ndirs == w->dircap) {
+		uint32_t cap = w->dircap ? 2 * w->dircap : 256;
+		char(*nd)[64] = realloc(w->dirs, cap * sizeof(*nd));
+		if (!nd)
+			return false;
+		w->dirs = nd;
+		w->dircap = cap;
+	}
+	snprintf(w->dirs[w->ndirs++], 64, "%s", rel);
+	return true;
+}
+
+/* Calls fn for each subdirectory name of path (not . and ..). */
+static void each_subdir(struct l3scan *s, const char *path,
+			void (*fn)(struct l3scan *s, struct walk *w, const char *path,
+				   const char *rel, const char *name),
+			struct walk *w, const char *rel)
+{
+	DIR *d = opendir(path);
+	if (!d) {
+		scan_error(s, path, errno);
+		return;
+	}
+	for (struct dirent *e; (e = readdir(d));)
+		if (e->d_name[0] != '.')
+			fn(s, w, path, rel, e->d_name);
+	closedir(d);
+}
+
+static void walk_leaf(struct l3scan *s, struct walk *w, const char *path, const char *rel)
+{
+	DIR *d = opendir(path);
+	if (!d) {
+		scan_error(s, path, errno);
+		return;
+	}
+	uint64_t digest = strtoull(rel, NULL, 16);
+	if (!push_dir(w, rel)) {
+		closedir(d);
+		return;
+	}
+	for (struct dirent *e; (e = readdir(d));) {
+		struct file f = {.dir = w->ndirs - 1, .part.ns_digest = digest};
+		struct stat st;
+		if (e->d_name[0] == '.' || l3_name_parse(e->d_name, &f.part.key, &f.part.rank))
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW)) {
+			scan_error(s, e->d_name, errno);
+			continue;
+		}
+		f.mtime = st.st_mtim;
+		f.bytes = (uint64_t)st.st_size;
+		if (!push_file(w, &f))
+			break;
+	}
+	closedir(d);
+}
+
+static void walk_level(struct l3scan *s, struct walk *w, const char *path, const char *rel,
+		       const char *name)
+{
+	char sub[1024], subrel[64];
+	snprintf(sub, sizeof(sub), "%s/%s", path, name);
+	snprintf(subrel, sizeof(subrel), "%s%s%s", rel, *rel ? "/" : "", name);
+	unsigned depth = 0;
+	for (const char *c = subrel; *c; c++)
+		depth += *c == '/';
+	if (depth == 2)
+		walk_leaf(s, w, sub, subrel);
+	else
+		each_subdir(s, sub, walk_level, w, subrel);
+}
+
+static int older(const void *a, const void *b)
+{
+	const struct file *x = a, *y = b;
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+	return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : x->mtime.tv_nsec > y->mtime.tv_nsec;
+}
+
+/* Past the cap: removes the oldest files to L3SCAN_LOW of it; the rest stay in w, newest last. */
+static void enforce_cap(struct l3scan *s, struct walk *w)
+{
+	if (!s->cap || w->bytes <= s->cap)
+		return;
+	qsort(w->files, w->n, sizeof(*w->files), older);
+	uint64_t low = (uint64_t)((double)s->cap * L3SCAN_LOW), i = 0;
+	char path[1024], k[2 * KVT_KEY_BYTES + 1];
+	for (; i < w->n && w->bytes > low; i++) {
+		const struct file *f = &w->files[i];
+		for (size_t j = 0; j < KVT_KEY_BYTES; j++)
+			snprintf(k + 2 * j, 3, "%02x", f->part.key.bytes[j]);
+		snprintf(path, sizeof(path), "%s/v1/%s/%s.%u", s->root, w->dirs[f->dir], k,
+			 f->part.rank);
+		w->bytes -= f->bytes;
+		if (unlink(path) == 0)
+			ADD(s, files_removed, 1);
+		else
+			scan_error(s, path, errno);
+	}
+	memmove(w->files, w->files + i, (w->n - i) * sizeof(*w->files));
+	w->n -= i;
+}
+
+static void remove_stale_temporaries(struct l3scan *s)
+{
+	char dir[600], path[1024];
+	snprintf(dir, sizeof(dir), "%s/tmp", s->root);
+	DIR *d = opendir(dir);
+	if (!d) {
+		scan_error(s, dir, errno);
+		return;
+	}
+	time_t now = time(NULL);
+	for (struct dirent *e; (e = readdir(d));) {
+		struct stat st;
+		if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    now - st.st_mtim.tv_sec < L3SCAN_STALE_S)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (unlink(path) == 0)
+			ADD(s, temporaries_removed, 1);
+		else
+			scan_error(s, path, errno);
+	}
+	closedir(d);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void walk_once(struct l3scan *s)
+{
+	uint64_t t0 = now_ms();
+	struct walk w = {0};
+	char top[600];
+	snprintf(top, sizeof(top), "%s/v1", s->root);
+	each_subdir(s, top, walk_level, &w, "");
+	enforce_cap(s, &w);
+	remove_stale_temporaries(s);
+	SET(s, used_bytes, w.bytes);
+	SET(s, items, w.n);
+	SET(s, last_scan_ms, now_ms() - t0);
+	struct l3scan_part *parts = malloc((w.n ? w.n : 1) * sizeof(*parts));
+	for (uint64_t i = 0; parts && i < w.n; i++)
+		parts[i] = w.files[i].part;
+	free(w.files);
+	free(w.dirs);
+	ADD(s, scans, 1);
+	if (parts)
+		s->seen(s->ctx, parts, w.n);
+}
+
+static void *keeper(void *arg)
+{
+	struct l3scan *s = arg;
+	pthread_mutex_lock(&s->lock);
+	while (!s->stopping) {
+		s->kicked = false;
+		pthread_mutex_unlock(&s->lock);
+		walk_once(s);
+		pthread_mutex_lock(&s->lock);
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)s->interval_ms * 1000000u;
+		until.tv_sec += (time_t)(ns / 1000000000u);
+		until.tv_nsec = (long)(ns % 1000000000u);
+		while (!s->stopping && !s->kicked &&
+		       pthread_cond_timedwait(&s->wake, &s->lock, &until) == 0)
+			;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+int l3scan_start(struct l3scan *s, const char *root, uint64_t cap, uint32_t interval_ms,
+		 void (*seen)(void *ctx, struct l3scan_part *parts, uint64_t n), void *ctx)
+{
+	snprintf(s->root, sizeof(s->root), "%s", root);
+	s->cap = cap;
+	s->interval_ms = interval_ms;
+	s->seen = seen;
+	s->ctx = ctx;
+	SET(s, capacity_bytes, cap);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	int err = pthread_create(&s->thread, NULL, keeper, s);
+	if (err) {
+		pthread_cond_destroy(&s->wake);
+		pthread_mutex_destroy(&s->lock);
+		return -err;
+	}
+	s->running = true;
+	return 0;
+}
+
+void l3scan_kick(struct l3scan *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->kicked = true;
+	pthread_cond_signal(&s->wake);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void l3scan_stop(struct l3scan *s)
+{
+	if (!s->running)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stopping = true;
+	pthread_cond_signal(&s->wake);
+	pthread_mutex_unlock(&s->lock);
+	pthread_join(s->thread, NULL);
+	pthread_cond_destroy(&s->wake);
+	pthread_mutex_destroy(&s->lock);
+	s->running = false;
+}
+
+#define STAT_LIVE struct l3scan_stats
+static const struct stat_def l3scan_stat_defs[] = {L3SCAN_STATS(STAT_DEF)};
+#undef STAT_LIVE
+
+void l3scan_stats_read(const struct l3scan *s, struct l3scan_stats_snapshot *out)
+{
+	stats_copy(&s->stats, out, sizeof(*out));
+}
+
+void l3scan_stats_visit(const struct l3scan *s, stat_visit_fn fn, void *ctx)
+{
+	stats_visit(l3scan_stat_defs, sizeof(l3scan_stat_defs) / sizeof(l3scan_stat_defs[0]),
+		    &s->stats, fn, ctx);
+}

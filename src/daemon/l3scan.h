@@ -1,0 +1,85 @@
+/*
+ * l3scan.h — the L3 keeper: a thread of its own that walks the shared L3
+ * directory (blocking metadata calls, never on the event loop) every
+ * interval or when asked, and on each walk
+ *   - accounts every node's files (bytes, files),
+ *   - enforces the cap: past it, removes the oldest files by modification
+ *     time (their publish time) down to 95% of it; every node does this on
+ *     what it sees, so no coordinator is needed, and two nodes removing the
+ *     same file is an ENOENT, not an error,
+ *   - removes temporaries older than L3SCAN_STALE_S (publishers that died),
+ *   - hands the list of parts it saw (namespace digest, key, rank) to its
+ *     owner through a callback on the keeper's thread, for lookups.
+ * Owner: l3svc (start, kick, stop); the stats are read from any thread.
+ */
+#ifndef KVTD_L3SCAN_H
+#define KVTD_L3SCAN_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvtier/kvtier.h"
+#include "stat_table.h"
+
+#define L3SCAN_STALE_S 600  /* a publish never takes this long: older temporaries are dead */
+#define L3SCAN_LOW 0.95     /* a cap enforcement removes files down to this share of the cap */
+
+#define L3SCAN_STATS(X) \
+	X(scans, COUNTER, "kvtier_l3_scans_total", "", \
+	  "Walks of the L3 directory (accounting every node's files, the cap, stale temporaries).") \
+	X(files_removed, COUNTER, "kvtier_evictions_total", "tier=\"l3\",reason=\"cap\"", \
+	  "L3 files this node removed, oldest first, to keep L3 within l3-size.") \
+	X(temporaries_removed, COUNTER, "kvtier_l3_temporaries_removed_total", "", \
+	  "Temporaries of publishers that died, removed by the walk.") \
+	X(scan_errors, COUNTER, "kvtier_l3_scan_errors_total", "", \
+	  "Directories or files the walk could not read or remove (other than vanished ones).") \
+	X(capacity_bytes, GAUGE, "kvtier_tier_capacity_bytes", "tier=\"l3\"", \
+	  "l3-size, the cap every node enforces; 0: none.") \
+	X(used_bytes, GAUGE, "kvtier_tier_used_bytes", "tier=\"l3\"", \
+	  "Bytes of L3 files (every node's) at the end of the last walk.") \
+	X(items, GAUGE, "kvtier_tier_items", "tier=\"l3\"", "L3 files (parts) at the end of the last walk.") \
+	X(last_scan_ms, GAUGE, "kvtier_l3_scan_duration_ms", "", "How long the last walk took (ms).")
+
+struct l3scan_stats {
+	L3SCAN_STATS(STAT_LIVE_FIELD)
+};
+
+struct l3scan_stats_snapshot {
+	L3SCAN_STATS(STAT_SNAP_FIELD)
+};
+
+/* A part the walk saw. */
+struct l3scan_part {
+	uint64_t ns_digest;
+	struct kvt_key key;
+	uint16_t rank;
+};
+
+struct l3scan {
+	char root[512];
+	uint64_t cap;                /* bytes; 0: none */
+	uint32_t interval_ms;
+	/* Runs on the keeper's thread after each walk; takes parts (free() it). */
+	void (*seen)(void *ctx, struct l3scan_part *parts, uint64_t n);
+	void *ctx;
+	pthread_t thread;
+	bool running;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	bool kicked, stopping;
+	struct l3scan_stats stats;
+};
+
+/* Starts the keeper on root (its first walk at once). 0 or -errno. */
+int l3scan_start(struct l3scan *s, const char *root, uint64_t cap, uint32_t interval_ms,
+		 void (*seen)(void *ctx, struct l3scan_part *parts, uint64_t n), void *ctx);
+/* Asks for a walk now (this node published past what the cap leaves). Any thread. */
+void l3scan_kick(struct l3scan *s);
+/* Stops the thread (a walk in progress finishes first). */
+void l3scan_stop(struct l3scan *s);
+
+void l3scan_stats_read(const struct l3scan *s, struct l3scan_stats_snapshot *out);
+void l3scan_stats_visit(const struct l3scan *s, stat_visit_fn fn, void *ctx);
+
+#endif

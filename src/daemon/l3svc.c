@@ -1,0 +1,374 @@
+/* l3svc.c — see l3svc.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "dataplane.h" /* dp_now_ms */
+#include "l3svc.h"
+#include "log.h"
+
+#define COUNT(s, field, n) atomic_fetch_add_explicit(&(s)->stats.field, (n), memory_order_relaxed)
+#define SET(s, field, v) atomic_store_explicit(&(s)->stats.field, (v), memory_order_relaxed)
+#define PENDING_MAX 65536u   /* stored parts waiting; past it they are skipped */
+
+/* --- sets of known parts: (namespace digest, key) -> ranks seen (ranks < 64) --- */
+
+struct known_entry {
+	struct index_entry e;
+	uint64_t ranks;
+	uint64_t added_ms;           /* recent set: when; dropped once a walk started after it */
+	struct known_entry *next_all;
+};
+
+struct l3_known {
+	struct index ix;
+	struct known_entry *all;     /* every entry, for freeing (recent set) */
+	struct known_entry *block;   /* one allocation for a walk's set */
+	uint64_t walk_start_ms;      /* a walk's set: when its walk started */
+};
+
+static struct l3_known *known_new(void)
+{
+	struct l3_known *k = calloc(1, sizeof(*k));
+	if (k && index_init(&k->ix, 1024)) {
+		free(k);
+		return NULL;
+	}
+	return k;
+}
+
+static void known_free(struct l3_known *k)
+{
+	if (!k)
+		return;
+	for (struct known_entry *e = k->all, *next; e; e = next) {
+		next = e->next_all;
+		if (!k->block)
+			free(e);
+	}
+	free(k->block);
+	index_destroy(&k->ix);
+	free(k);
+}
+
+static struct known_entry *known_find(const struct l3_known *k, uint64_t digest,
+				      const struct kvt_key *key, uint64_t *hash)
+{
+	*hash = index_hash(&k->ix, digest, key);
+	struct index_entry *e = index_find(&k->ix, digest, key, *hash);
+	return e ? (struct known_entry *)e : NULL;
+}
+
+/* Adds rank to (digest, key) in the recent set k. */
+static void known_add(struct l3_known *k, uint64_t digest, const struct kvt_key *key,
+		      uint16_t rank)
+{
+	uint64_t hash;
+	struct known_entry *e = known_find(k, digest, key, &hash);
+	if (!e) {
+		if (!(e = calloc(1, sizeof(*e))))
+			return; /* lookups miss it: a recompute, never a fault */
+		e->e.hash = hash;
+		e->e.ns_tag = digest;
+		e->e.key = *key;
+		e->next_all = k->all;
+		k->all = e;
+		index_insert(&k->ix, &e->e);
+	}
+	e->ranks |= rank < 64 ? UINT64_C(1) << rank : 0;
+	e->added_ms = dp_now_ms();
+}
+
+static uint64_t known_ranks(const struct l3_known *k, uint64_t digest, const struct kvt_key *key)
+{
+	uint64_t hash;
+	const struct known_entry *e = k ? known_find(k, digest, key, &hash) : NULL;
+	return e ? e->ranks : 0;
+}
+
+/* On the keeper's thread: a walk's parts as a set, handed to the loop. */
+static void walk_seen(void *ctx, struct l3scan_part *parts, uint64_t n)
+{
+	struct l3svc *s = ctx;
+	struct l3_known *k = known_new();
+	struct known_entry *block = k ? calloc(n ? n : 1, sizeof(*block)) : NULL;
+	if (!block) {
+		known_free(k);
+		free(parts);
+		return;
+	}
+	k->block = block;
+	/* The walk started at most its duration ago: recent entries after that stay. */
+	k->walk_start_ms = dp_now_ms() - atomic_load(&s->scan.stats.last_scan_ms);
+	uint64_t used = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t hash;
+		struct known_entry *e = known_find(k, parts[i].ns_digest, &parts[i].key, &hash);
+		if (!e) {
+			e = &block[used++];
+			e->e.hash = hash;
+			e->e.ns_tag = parts[i].ns_digest;
+			e->e.key = parts[i].key;
+			index_insert(&k->ix, &e->e);
+		}
+		e->ranks |= parts[i].rank < 64 ? UINT64_C(1) << parts[i].rank : 0;
+	}
+	free(parts);
+	pthread_mutex_lock(&s->seen_lock);
+	struct l3_known *old = s->seen;
+	s->seen = k;
+	pthread_mutex_unlock(&s->seen_lock);
+	known_free(old); /* a walk the loop never took */
+	uint64_t one = 1;
+	if (write(s->seen_src.fd, &one, sizeof(one)) != sizeof(one))
+		log_warn("l3: cannot wake the event loop: %s", strerror(errno));
+}
+
+/* Drops the recent entries the new walk has seen (added before it started). */
+static void recent_trim(struct l3svc *s, uint64_t walk_start_ms)
+{
+	struct known_entry **link = &s->recent->all;
+	while (*link) {
+		struct known_entry *e = *link;
+		if (e->added_ms < walk_start_ms) {
+			*link = e->next_all;
+			index_remove(&s->recent->ix, &e->e);
+			free(e);
+		} else {
+			link = &e->next_all;
+		}
+	}
+}
+
+static void on_seen(struct loop_source *src, uint32_t events)
+{
+	(void)events;
+	struct l3svc *s = (struct l3svc *)((char *)src - offsetof(struct l3svc, seen_src));
+	uint64_t v;
+	(void)!read(src->fd, &v, sizeof(v));
+	pthread_mutex_lock(&s->seen_lock);
+	struct l3_known *k = s->seen;
+	s->seen = NULL;
+	pthread_mutex_unlock(&s->seen_lock);
+	if (!k)
+		return;
+	known_free(s->known);
+	s->known = k;
+	recent_trim(s, k->walk_start_ms);
+	s->published_since_walk = 0;
+	SET(s, known_parts, k->ix.count + s->recent->ix.count);
+}
+
+bool l3svc_contains(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key)
+{
+	struct l3svc *s = ctx;
+	uint64_t ranks = known_ranks(s->known, ns->digest, key) |
+			 known_ranks(s->recent, ns->digest, key);
+	uint64_t all = ns->tp_size >= 64 ? UINT64_MAX : (UINT64_C(1) << ns->tp_size) - 1;
+	return (ranks & all) == all;
+}
+
+void l3svc_read_one(struct l3svc *s, const struct kvt_ns *ns, const struct kvt_key *key,
+		    uint16_t rank)
+{
+	known_add(s->recent, ns->digest, key, rank);
+}
+
+/* --- publishing --- */
+
+struct l3svc_pub {
+	struct l3_publish p;
+	struct l3svc *s;
+	struct l1_ref ref;
+	const struct kvt_ns *ns;
+	struct kvt_key key;
+	bool busy;
+};
+
+void l3svc_stored(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key, uint16_t rank)
+{
+	struct l3svc *s = ctx;
+	if (s->pending_count == s->pending_cap) {
+		COUNT(s, publish_skipped, 1);
+		return;
+	}
+	s->pending[(s->pending_head + s->pending_count++) % s->pending_cap] =
+		(struct l3svc_pending){ns->id, rank, *key};
+	SET(s, publish_queued, s->pending_count);
+}
+
+static void published(struct l3_publish *p, int status)
+{
+	struct l3svc_pub *pub = (struct l3svc_pub *)p;
+	struct l3svc *s = pub->s;
+	uint64_t bytes = pub->ref.length;
+	if (status == 0 || status == -EEXIST)
+		known_add(s->recent, pub->ns->digest, &pub->key, pub->ref.rank);
+	l1_load_end(s->l1, &pub->ref);
+	pub->busy = false;
+	s->pubs_busy--;
+	s->published_since_walk += status == 0 ? bytes : 0;
+	struct l3scan_stats_snapshot st;
+	l3scan_stats_read(&s->scan, &st);
+	if (st.capacity_bytes && st.used_bytes + s->published_since_walk > st.capacity_bytes) {
+		l3scan_kick(&s->scan);
+		s->published_since_walk = 0; /* one kick per overshoot */
+	}
+}
+
+/* Takes the oldest pending part: publishes it on pub, or counts why not. */
+static void publish_next(struct l3svc *s, struct l3svc_pub *pub)
+{
+	struct l3svc_pending e = s->pending[s->pending_head];
+	s->pending_head = (s->pending_head + 1) % s->pending_cap;
+	s->pending_count--;
+	const struct kvt_ns *ns = ns_find_id(s->namespaces, e.ns_id);
+	if (!ns) { /* dropped since */
+		COUNT(s, publish_skipped, 1);
+		return;
+	}
+	if (known_ranks(s->known, ns->digest, &e.key) & (UINT64_C(1) << (e.rank & 63))) {
+		atomic_fetch_add_explicit(&s->l3.stats.publish_present, 1, memory_order_relaxed);
+		return;
+	}
+	if (l1_load_begin(s->l1, ns, &e.key, e.rank, &pub->ref)) {
+		COUNT(s, publish_skipped, 1); /* evicted before its turn */
+		return;
+	}
+	pub->ns = ns;
+	pub->key = e.key;
+	pub->p.done = published;
+	if (l3_publish_begin(&s->l3, ns, &e.key, e.rank, pub->ref.data, pub->ref.length, &pub->p)) {
+		l1_load_end(s->l1, &pub->ref);
+		COUNT(s, publish_skipped, 1); /* degraded */
+		return;
+	}
+	pub->busy = true;
+	s->pubs_busy++;
+}
+
+/* After each round of the loop: publish what waits while slots are free, then submit. */
+static void pump(struct loop_hook *hook)
+{
+	struct l3svc *s = (struct l3svc *)((char *)hook - offsetof(struct l3svc, submit_hook));
+	for (uint32_t i = 0; i < s->npubs && s->pending_count; i++)
+		if (!s->pubs[i].busy)
+			publish_next(s, &s->pubs[i]);
+	SET(s, publish_queued, s->pending_count);
+	l3_submit(&s->l3);
+}
+
+static void on_ring(struct loop_source *src, uint32_t events)
+{
+	(void)events;
+	struct l3svc *s = (struct l3svc *)((char *)src - offsetof(struct l3svc, ring_src));
+	l3_process(&s->l3);
+}
+
+static void probe_tick(struct loop_timer *t)
+{
+	struct l3svc *s = (struct l3svc *)((char *)t - offsetof(struct l3svc, probe_timer));
+	l3_probe(&s->l3);
+	l3_submit(&s->l3);
+}
+
+/* --- open and close --- */
+
+static int open_parts(struct l3svc *s, const struct kvtd_config *cfg)
+{
+	s->npubs = (uint32_t)cfg->l3_queue_depth;
+	s->pending_cap = PENDING_MAX;
+	s->pubs = calloc(s->npubs, sizeof(*s->pubs));
+	s->pending = calloc(s->pending_cap, sizeof(*s->pending));
+	s->recent = known_new();
+	if (!s->pubs || !s->pending || !s->recent)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < s->npubs; i++)
+		s->pubs[i].s = s;
+	return 0;
+}
+
+int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
+	       struct ns_registry *namespaces, struct loop *loop)
+{
+	char why[640];
+	*s = (struct l3svc){.loop = loop, .l1 = l1, .namespaces = namespaces};
+	s->seen_src.fd = -1;
+	pthread_mutex_init(&s->seen_lock, NULL);
+	struct l3_config lc = {.path = cfg->l3_path, .queue_depth = (uint32_t)cfg->l3_queue_depth};
+	int err = l3_open(&s->l3, &lc, why, sizeof(why));
+	if (err) {
+		log_error("l3: l3-path %s", why);
+		return err;
+	}
+	s->open = true;
+	if ((err = open_parts(s, cfg))) {
+		log_error("l3: out of memory");
+		return err;
+	}
+	s->ring_src = (struct loop_source){.fd = l3_event_fd(&s->l3), .on_event = on_ring};
+	s->seen_src = (struct loop_source){.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC),
+					   .on_event = on_seen};
+	if (s->seen_src.fd < 0 || (err = loop_add(loop, &s->ring_src, EPOLLIN)) ||
+	    (err = loop_add(loop, &s->seen_src, EPOLLIN)) ||
+	    (err = loop_add_timer(loop, &s->probe_timer, 1000, probe_tick))) {
+		log_error("l3: event loop: %s", strerror(err ? -err : errno));
+		return err ? err : -errno;
+	}
+	loop_add_hook(loop, &s->submit_hook);
+	s->submit_hook.run = pump;
+	if ((err = l3scan_start(&s->scan, s->l3.root, cfg->l3_size, (uint32_t)cfg->l3_scan_ms,
+				walk_seen, s))) {
+		log_error("l3: cannot start the keeper thread: %s", strerror(-err));
+		return err;
+	}
+	log_info("l3: %s (node %s), cap %s, walked every %u ms", s->l3.root, s->l3.node,
+		 cfg->l3_size ? "set" : "none", (unsigned)cfg->l3_scan_ms);
+	return 0;
+}
+
+void l3svc_close(struct l3svc *s)
+{
+	if (!s->open)
+		return;
+	l3scan_stop(&s->scan);
+	l3_close(&s->l3); /* publishes in flight finish: their L1 pins are released */
+	if (s->submit_hook.run)
+		loop_remove_hook(s->loop, &s->submit_hook);
+	loop_del_timer(s->loop, &s->probe_timer);
+	loop_del(s->loop, &s->ring_src);
+	if (s->seen_src.fd >= 0) {
+		loop_del(s->loop, &s->seen_src);
+		close(s->seen_src.fd);
+	}
+	known_free(s->known);
+	known_free(s->recent);
+	known_free(s->seen);
+	free(s->pubs);
+	free(s->pending);
+	pthread_mutex_destroy(&s->seen_lock);
+	s->open = false;
+}
+
+/* --- stats --- */
+
+#define STAT_LIVE struct l3svc_stats
+static const struct stat_def l3svc_stat_defs[] = {L3SVC_STATS(STAT_DEF)};
+#undef STAT_LIVE
+
+void l3svc_stats_read(const struct l3svc *s, struct l3svc_stats_snapshot *out)
+{
+	stats_copy(&s->stats, out, sizeof(*out));
+}
+
+void l3svc_stats_visit(const struct l3svc *s, stat_visit_fn fn, void *ctx)
+{
+	l3_stats_visit(&s->l3, fn, ctx);
+	l3scan_stats_visit(&s->scan, fn, ctx);
+	stats_visit(l3svc_stat_defs, sizeof(l3svc_stat_defs) / sizeof(l3svc_stat_defs[0]),
+		    &s->stats, fn, ctx);
+}

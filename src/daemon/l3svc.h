@@ -1,0 +1,91 @@
+/*
+ * l3svc.h — runs the L3 tier inside kvtierd: opens the engine (l3.h) and
+ * the keeper (l3scan.h) from the settings; publishes stored parts in the
+ * background (never on the STORE path: a STORE's commit only queues the
+ * part, and a hook after each round of the loop publishes from the pinned
+ * L1 slot, l3-queue-depth at a time); answers the data plane's lookups from
+ * what it knows is in L3 (the keeper's last walk, plus what this node
+ * published or read since); probes a degraded L3 once a second.
+ *
+ * Owner: the event loop thread; l3svc_state and the stats from any thread.
+ */
+#ifndef KVTD_L3SVC_H
+#define KVTD_L3SVC_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "index.h"
+#include "l1.h"
+#include "l3.h"
+#include "l3scan.h"
+#include "loop.h"
+#include "ns.h"
+#include "settings.h"
+
+#define L3SVC_STATS(X) \
+	X(publish_skipped, COUNTER, "kvtier_l3_publishes_total", "result=\"skipped\"", \
+	  "Stored parts not offered to L3: gone from L1 before their turn, the queue full, or L3 degraded.") \
+	X(publish_queued, GAUGE, "kvtier_l3_publish_queue", "", "Stored parts waiting to be published.") \
+	X(known_parts, GAUGE, "kvtier_l3_known_parts", "", \
+	  "Parts lookups know to be in L3 (the last walk, and this node's publishes and reads since).")
+
+struct l3svc_stats {
+	L3SVC_STATS(STAT_LIVE_FIELD)
+};
+
+struct l3svc_stats_snapshot {
+	L3SVC_STATS(STAT_SNAP_FIELD)
+};
+
+struct l3_known;                  /* l3svc.c: a set of parts */
+struct l3svc_pub;
+
+struct l3svc_pending {            /* a stored part waiting to be published */
+	uint32_t ns_id;
+	uint16_t rank;
+	struct kvt_key key;
+};
+
+struct l3svc {
+	struct l3 l3;
+	struct l3scan scan;
+	bool open;
+	struct loop *loop;
+	struct loop_source ring_src;
+	struct loop_source seen_src;   /* the keeper handed over a walk */
+	struct loop_hook submit_hook;
+	struct loop_timer probe_timer;
+	struct l1 *l1;
+	struct ns_registry *namespaces;
+	struct l3svc_pending *pending; /* a ring of pending_cap */
+	uint32_t pending_head, pending_count, pending_cap;
+	struct l3svc_pub *pubs;        /* l3-queue-depth publish slots */
+	uint32_t npubs, pubs_busy;
+	struct l3_known *known;        /* the last walk's parts (built on the keeper's thread) */
+	struct l3_known *recent;       /* parts published or read since */
+	pthread_mutex_t seen_lock;
+	struct l3_known *seen;         /* handed over by the keeper, not yet taken */
+	uint64_t published_since_walk; /* bytes; past the cap's room: the keeper walks at once */
+	struct l3svc_stats stats;
+};
+
+/* Opens L3 as cfg says (l3-path set). 0, or -errno with the reason logged. */
+int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
+	       struct ns_registry *namespaces, struct loop *loop);
+/* Finishes what is in flight (the data plane closed first), stops the keeper. */
+void l3svc_close(struct l3svc *s);
+
+/* tiering.h's hooks: a STORE committed a part; whether every part of a key is known in L3. */
+void l3svc_stored(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key, uint16_t rank);
+bool l3svc_contains(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key);
+/* A part read from L3 (known from now on). */
+void l3svc_read_one(struct l3svc *s, const struct kvt_ns *ns, const struct kvt_key *key,
+		    uint16_t rank);
+
+void l3svc_stats_read(const struct l3svc *s, struct l3svc_stats_snapshot *out);
+/* Every L3 stat (engine, keeper, service) for /metrics and /v1/stats. */
+void l3svc_stats_visit(const struct l3svc *s, stat_visit_fn fn, void *ctx);
+
+#endif

@@ -1,0 +1,317 @@
+"""test_l3.py — the L3 tier (docs/l3.md) with two or three kvtierd standing
+for nodes (their own runtime dirs and sockets) sharing one L3 directory:
+byte-exact loads across nodes, lookups naming tier 3, each part published
+once under concurrent stores, corrupt and truncated files quarantined,
+kill -9 of a publisher, the cap with two daemons writing, and a full,
+read-only or vanished mount (tmpfs, where this machine lets root mount)."""
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+import kvtier
+
+BLOCK = 64 * 1024
+FILE = 4096 + BLOCK  # header block + data
+
+
+def keys(n, base=0):
+    return [kvtier.key_chain([base + i] * 4, 4)[0] for i in range(n)]
+
+
+def data_of(n, seed):
+    return np.random.default_rng(seed).integers(0, 256, n * BLOCK, dtype=np.uint8)
+
+
+def l3(d):
+    return d.stats()["l3"]
+
+
+def get(d, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{d.port}{path}") as r:
+        return json.load(r)
+
+
+def wait_for(cond, what, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def walked(d):
+    """Waits for two more walks of d (the second starts after any publish so far)."""
+    n = l3(d)["scans"]
+    wait_for(lambda: l3(d)["scans"] >= n + 2, "two walks")
+
+
+def store(d, ks, data, model="m"):
+    with kvtier.Client(d.socket, model, BLOCK) as c:
+        buf = c.create_buffer(len(ks) * BLOCK)
+        np.frombuffer(kvtier.mmap_view(buf), dtype=np.uint8)[:] = data[:len(ks) * BLOCK]
+        assert c.store(buf.index, [(k, i * BLOCK, BLOCK) for i, k in enumerate(ks)]) == \
+            [(0, BLOCK)] * len(ks)
+
+
+def load(d, ks, model="m"):
+    """(statuses, bytes) of a LOAD of ks into a zeroed buffer."""
+    with kvtier.Client(d.socket, model, BLOCK) as c:
+        buf = c.create_buffer(len(ks) * BLOCK)
+        view = np.frombuffer(kvtier.mmap_view(buf), dtype=np.uint8)
+        view[:] = 0
+        got = c.load(buf.index, [(k, i * BLOCK, BLOCK) for i, k in enumerate(ks)])
+        return [s for s, _ in got], view.copy()
+
+
+def published(d, n):
+    wait_for(lambda: l3(d)["published"] + l3(d)["publish_present"] >= n, f"{n} publishes")
+
+
+def part_files(root):
+    return sorted(glob.glob(os.path.join(root, "v1", "*", "*", "*", "*")))
+
+
+@pytest.fixture
+def shared(tmp_path):
+    p = tmp_path / "l3"
+    p.mkdir()
+    return str(p)
+
+
+def node(make_daemon, root, *flags):
+    return make_daemon("--l3-path", root, "--l3-scan-ms", "50", *flags)
+
+
+def test_a_node_loads_what_another_published(make_daemon, shared):
+    a, b = node(make_daemon, shared), node(make_daemon, shared)
+    ks, data = keys(8), data_of(8, 1)
+    store(a, ks, data)
+    published(a, 8)
+    assert l3(a)["published"] == 8 and l3(a)["bytes_written"] == 8 * FILE
+    files = part_files(shared)
+    assert len(files) == 8 and all(os.path.getsize(f) == FILE for f in files)
+    # Fanned out: NSDIGEST/AA/BB/KEY.RANK, AA and BB the key's first two bytes.
+    for f in files:
+        ns, aa, bb, name = f.split(os.sep)[-4:]
+        assert len(ns) == 16 and name.startswith(aa + bb) and name.endswith(".0")
+    assert os.listdir(os.path.join(shared, "tmp")) == []
+    # B has nothing in L1: its lookup names tier 3 once its walk saw A's files.
+    walked(b)
+    with kvtier.Client(b.socket, "m", BLOCK) as c:
+        lk = c.lookup(ks)
+        assert lk.hits == 8 and list(lk.tiers) == [3] * 8
+    statuses, got = load(b, ks)
+    assert statuses == [0] * 8 and np.array_equal(got, data)
+    s = b.stats()
+    assert s["l3"]["reads"] == 8 and s["l3"]["bytes_read"] == 8 * BLOCK
+    assert s["dataplane"]["blocks_loaded_l3"] == 8
+    # Promoted into B's L1: the next load reads no file.
+    statuses, got = load(b, ks)
+    assert statuses == [0] * 8 and np.array_equal(got, data)
+    assert l3(b)["reads"] == 8 and b.stats()["dataplane"]["blocks_loaded_l3"] == 8
+    tiers = {t["name"]: t for t in get(b, "/v1/tiers")["tiers"]}
+    assert tiers["l3"]["state"] == "ready" and tiers["l3"]["hits"] == 8
+    assert tiers["l3"]["items"] == 8 and tiers["l3"]["used_bytes"] == 8 * FILE
+    # A key nobody stored is a miss, counted.
+    statuses, _ = load(b, keys(1, 1000))
+    assert statuses == [-2] and l3(b)["read_misses"] == 1
+
+
+def test_concurrent_overlapping_stores_publish_each_part_once(make_daemon, shared):
+    a, b = node(make_daemon, shared), node(make_daemon, shared)
+    ks, data = keys(48), data_of(48, 2)
+    # A stores 0..31, B stores 16..47: 16 keys in common, stored at once.
+    ta = threading.Thread(target=store, args=(a, ks[:32], data[:32 * BLOCK]))
+    tb = threading.Thread(target=store, args=(b, ks[16:], data[16 * BLOCK:]))
+    ta.start(), tb.start(), ta.join(), tb.join()
+    published(a, 32)
+    published(b, 32)
+    sa, sb = l3(a), l3(b)
+    assert sa["publish_failed"] == sb["publish_failed"] == 0
+    assert sa["published"] + sb["published"] == 48  # one file per part, whoever came first
+    assert sa["publish_present"] + sb["publish_present"] == 16
+    assert len(part_files(shared)) == 48
+    c = node(make_daemon, shared)
+    statuses, got = load(c, ks)
+    assert statuses == [0] * 48 and np.array_equal(got, data)
+    assert l3(c)["checksum_failures"] == 0
+
+
+def test_corrupt_and_truncated_files_are_misses_and_quarantined(make_daemon, shared):
+    a = node(make_daemon, shared)
+    ks, data = keys(4), data_of(4, 3)
+    store(a, ks, data)
+    published(a, 4)
+    b = node(make_daemon, shared)
+    paths = {f.rsplit(os.sep, 1)[1].split(".")[0]: f for f in part_files(shared)}
+    flipped, cut = paths[ks[1].hex()], paths[ks[2].hex()]
+    with open(flipped, "r+b") as f:  # one bit of the data
+        f.seek(4096 + 77)
+        byte = f.read(1)[0]
+        f.seek(4096 + 77)
+        f.write(bytes([byte ^ 1]))
+    os.truncate(cut, 4096 + BLOCK // 2)
+    statuses, got = load(b, ks)
+    assert statuses == [0, -2, -2, 0]
+    assert np.array_equal(got[:BLOCK], data[:BLOCK])
+    assert np.array_equal(got[3 * BLOCK:], data[3 * BLOCK:])
+    s = l3(b)
+    assert s["checksum_failures"] == 2 and s["quarantined"] == 2 and s["read_failures"] == 2
+    assert not os.path.exists(flipped) and not os.path.exists(cut)
+    assert len(os.listdir(os.path.join(shared, "quarantine"))) == 2
+    # Never served again: the next load of them is a plain miss.
+    statuses, _ = load(b, ks[1:3])
+    assert statuses == [-2, -2] and l3(b)["read_misses"] == 2
+
+
+def test_kill9_publisher_leaves_no_partial_file(make_daemon, shared):
+    a = node(make_daemon, shared)
+    ks, data = keys(64), data_of(64, 4)
+    store(a, ks, data)
+    wait_for(lambda: l3(a)["published"] >= 8, "some publishes")
+    a.kill()  # mid-publish, most likely: the rest are queued or in flight
+    # A temporary of a dead process of this node, and stale and fresh ones of another node.
+    host = open("/proc/sys/kernel/hostname").read().strip().replace(".", "_")
+    tmp = os.path.join(shared, "tmp")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for name in (f"{host}.{dead.pid}.7", "other.1.8", "other.1.9"):
+        with open(os.path.join(tmp, name), "wb") as f:
+            f.write(b"x" * 100)
+    old = time.time() - 3600
+    os.utime(os.path.join(tmp, "other.1.8"), (old, old))
+    b = node(make_daemon, shared)  # this node again: the dead one's temporaries go at start
+    assert not [n for n in os.listdir(tmp) if n.startswith(f"{host}.{dead.pid}.")]
+    walked(b)
+    assert l3(b)["temporaries_removed"] == 1  # the stale one; the fresh one stays
+    left = os.listdir(tmp)
+    assert "other.1.9" in left and "other.1.8" not in left
+    # Every file under a final name is whole: B reads each byte-exact, no checksum failure.
+    found = {f.rsplit(os.sep, 1)[1].split(".")[0] for f in part_files(shared)}
+    present = [i for i, k in enumerate(ks) if k.hex() in found]
+    assert len(present) >= 8
+    statuses, got = load(b, [ks[i] for i in present])
+    assert statuses == [0] * len(present) and l3(b)["checksum_failures"] == 0
+    for j, i in enumerate(present):
+        assert np.array_equal(got[j * BLOCK:(j + 1) * BLOCK], data[i * BLOCK:(i + 1) * BLOCK])
+
+
+def test_cap_holds_with_two_nodes_writing(make_daemon, shared):
+    cap = 20 * FILE
+    a = node(make_daemon, shared, "--l3-size", str(cap))
+    b = node(make_daemon, shared, "--l3-size", str(cap))
+    ka, kb = keys(30), keys(30, 500)
+    ta = threading.Thread(target=store, args=(a, ka, data_of(30, 5)))
+    tb = threading.Thread(target=store, args=(b, kb, data_of(30, 6)))
+    ta.start(), tb.start(), ta.join(), tb.join()
+    published(a, 30)
+    published(b, 30)
+    walked(a)
+    walked(b)
+    on_disk = sum(os.path.getsize(f) for f in part_files(shared))
+    assert on_disk <= cap
+    assert l3(a)["used_bytes"] <= cap and l3(a)["capacity_bytes"] == cap
+    removed = l3(a)["files_removed"] + l3(b)["files_removed"]
+    assert removed >= 60 - 20 and len(part_files(shared)) == 60 - removed
+    # The removed ones are misses for a node without them in L1, never a fault.
+    c = node(make_daemon, shared)
+    statuses, _ = load(c, ka + kb)
+    assert set(statuses) <= {0, -2} and statuses.count(0) == len(part_files(shared))
+    assert l3(c)["read_failures"] == 0
+
+
+def test_start_refuses_a_path_that_is_not_a_writable_directory(tmp_path):
+    exe = os.path.join(os.environ.get("KVT_BUILDDIR", "."), "kvtierd")
+    notdir = tmp_path / "file"
+    notdir.write_text("x")
+    for path, why in ((str(notdir), "not a directory"),
+                      (str(tmp_path / "absent"), "No such file or directory")):
+        run = subprocess.run([exe, "--runtime-dir", str(tmp_path), "--l1-size", "64MiB",
+                              "--http", "127.0.0.1:0", "--l3-path", path],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode != 0 and why in run.stderr + run.stdout, run.stderr
+    run = subprocess.run([exe, "--l3-size", "1GiB"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "l3-size: given without l3-path" in run.stderr
+
+
+def test_client_killed_mid_load_from_l3(make_daemon, shared):
+    a = node(make_daemon, shared)
+    ks, data = keys(32), data_of(32, 7)
+    store(a, ks, data)
+    published(a, 32)
+    b = node(make_daemon, shared)
+    child = ("import sys, kvtier\n"
+             "c = kvtier.Client(sys.argv[1], 'm', %d)\n"
+             "buf = c.create_buffer(32 * %d)\n"
+             "ks = [kvtier.key_chain([i] * 4, 4)[0] for i in range(32)]\n"
+             "print('go', flush=True)\n"
+             "while True:\n"
+             "    c.load(buf.index, [(k, i * %d, %d) for i, k in enumerate(ks)])\n"
+             % (BLOCK, BLOCK, BLOCK, BLOCK))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    for _ in range(3):
+        p = subprocess.Popen([sys.executable, "-c", child, b.socket], stdout=subprocess.PIPE,
+                             env=env)
+        assert p.stdout.readline() == b"go\n"
+        p.kill()
+        p.wait()
+        p.stdout.close()
+        # Its reads of L3 in flight finish into L1; another client is served byte-exact.
+        subprocess.run(["sh", "-c", f"curl -s http://127.0.0.1:{b.port}/v1/tiers/l1/evict "
+                        "-X POST -d '{\"all\": true}' >/dev/null"], check=False)
+    statuses, got = load(b, ks)
+    assert statuses == [0] * 32 and np.array_equal(got, data)
+    assert l3(b)["checksum_failures"] == 0
+
+
+def mount_tmpfs(path, size):
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path],
+                       capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+
+
+def health(d):
+    return get(d, "/healthz")
+
+
+def test_full_read_only_and_vanished_mount(make_daemon, tmp_path):
+    root = str(tmp_path / "mnt")
+    os.mkdir(root)
+    mount_tmpfs(root, "320k")  # room for the directories and a few files
+    try:
+        a = node(make_daemon, root)
+        ks, data = keys(8), data_of(8, 8)
+        store(a, ks, data)
+        wait_for(lambda: l3(a)["degraded"] == 1, "degraded")
+        assert health(a)["status"] == "degraded" and health(a)["l3"]["reason"] == "full"
+        s = l3(a)
+        assert s["publish_failed"] >= 1 and s["io_errors"] >= 1
+        statuses, got = load(a, ks)  # L1 serves on
+        assert statuses == [0] * 8 and np.array_equal(got, data)
+        assert os.listdir(os.path.join(root, "tmp")) == []  # failed temporaries removed
+        subprocess.run(["mount", "-o", "remount,size=8m", root], check=True)
+        wait_for(lambda: health(a)["status"] == "ok", "the probe to clear it")
+        subprocess.run(["mount", "-o", "remount,ro", root], check=True)
+        store(a, keys(2, 100), data_of(2, 9))
+        wait_for(lambda: health(a).get("l3", {}).get("reason") == "read-only", "read-only")
+        subprocess.run(["mount", "-o", "remount,rw", root], check=True)
+        wait_for(lambda: health(a)["status"] == "ok", "writable again")
+        subprocess.run(["umount", "-l", root], check=True)
+        wait_for(lambda: health(a).get("l3", {}).get("reason") == "gone", "the mount gone")
+        statuses, got = load(a, ks)
+        assert statuses == [0] * 8 and np.array_equal(got, data)
+        assert a.stop() == 0
+    finally:
+        subprocess.run(["umount", "-l", root], capture_output=True)
