@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
@@ -122,6 +123,20 @@ static void set_fault(struct l3 *l3, enum l3_fault f, int err, const char *path)
 
 /* --- the ring --- */
 
+/* An aligned block for O_DIRECT: a page of its own (a few us against the file I/O it serves). */
+static void *header_block(void)
+{
+	void *p = mmap(NULL, L2FMT_BLOCK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void header_free(uint8_t *hdr)
+{
+	if (hdr)
+		munmap(hdr, L2FMT_BLOCK);
+}
+
+
 static void op_submit(struct l3 *l3, struct l3_op *op);
 
 static struct io_uring_sqe *get_sqe(struct l3 *l3)
@@ -224,7 +239,7 @@ static void finish(struct l3_op *op, int status)
 		go(op, CLOSE);
 		return;
 	}
-	free(op->hdr);
+	header_free(op->hdr);
 	op->hdr = NULL;
 	op->l3->ops_active--;
 	op->finished(op);
@@ -328,12 +343,6 @@ static void read_finished(struct l3_op *op)
 	rd->done(rd, op->status);
 }
 
-static void *header_block(void)
-{
-	void *p;
-	return posix_memalign(&p, L2FMT_BLOCK, L2FMT_BLOCK) ? NULL : p;
-}
-
 static void op_init(struct l3 *l3, struct l3_op *op, enum l3_op_kind kind,
 		    const struct kvt_ns *ns, const struct kvt_key *key, uint16_t rank)
 {
@@ -357,7 +366,7 @@ int l3_read_begin(struct l3 *l3, const struct kvt_ns *ns, const struct kvt_key *
 			      : l3_part_path(rd->op.path, sizeof(rd->op.path), l3->root, ns->digest,
 					     key, rank);
 	if (err) {
-		free(rd->op.hdr);
+		header_free(rd->op.hdr);
 		rd->op.hdr = NULL;
 		l3->ops_active--;
 		return err;
@@ -482,7 +491,7 @@ int l3_publish_begin(struct l3 *l3, const struct kvt_ns *ns, const struct kvt_ke
 	int err = !op->hdr ? -ENOMEM
 			   : l3_part_path(op->path, sizeof(op->path), l3->root, ns->digest, key, rank);
 	if (err) {
-		free(op->hdr);
+		header_free(op->hdr);
 		op->hdr = NULL;
 		l3->ops_active--;
 		return err;

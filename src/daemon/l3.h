@@ -56,7 +56,7 @@
 	X(publish_failed, COUNTER, "kvtier_l3_publishes_total", "result=\"failed\"", \
 	  "Parts offered to L3 that failed to publish (I/O error, full, read-only).") \
 	X(bytes_written, COUNTER, "kvtier_stored_bytes_total", "tier=\"l3\"", \
-	  "Bytes written to L3 files, headers and padding included.") \
+	  "Bytes written to L3 files, headers and padding included (and those of parts then found present).") \
 	X(io_errors, COUNTER, "kvtier_l3_io_errors_total", "", \
 	  "L3 operations that failed for another reason than a missing file.") \
 	X(probes, COUNTER, "kvtier_l3_probes_total", "", \

@@ -1,0 +1,283 @@
+/*
+ * test_l3.c — the L3 engine (l3.h) on a real directory with io_uring, no
+ * daemon: names and their parsing, a publish and a read back byte-exact, a
+ * second publish of the same part (present, not rewritten), a read of a
+ * missing part, a part longer than the reader's room, a corrupt header and a
+ * corrupt data block (quarantined, then plain misses), refusals at open, and
+ * the dead publishers' temporaries removed at open.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "l3.h"
+#include "test_util.h"
+
+#define PART 10000u /* not a multiple of 4 KiB: padding is exercised */
+#define ROOM 12288u
+
+/* O_DIRECT wants aligned memory, which cmocka's allocator does not give. */
+static _Alignas(4096) uint8_t src_block[ROOM];
+static _Alignas(4096) uint8_t dst_block[ROOM];
+
+struct fixture {
+	char root[256];
+	struct ns_registry reg;
+	struct kvt_ns *ns;
+	struct l3 l3;
+};
+
+struct result {
+	struct l3_read rd;
+	struct l3_publish pub;
+	int status;
+	bool done;
+	uint32_t target_length;
+};
+
+static uint8_t *target(struct l3_read *rd, uint32_t length)
+{
+	struct result *r = (struct result *)rd;
+	r->target_length = length;
+	return dst_block;
+}
+
+static void read_done(struct l3_read *rd, int status)
+{
+	struct result *r = (struct result *)rd;
+	r->status = status;
+	r->done = true;
+}
+
+static void publish_done(struct l3_publish *p, int status)
+{
+	struct result *r = (struct result *)((char *)p - offsetof(struct result, pub));
+	r->status = status;
+	r->done = true;
+}
+
+static void settle(struct fixture *f, struct result *r)
+{
+	l3_submit(&f->l3);
+	while (!r->done) {
+		struct pollfd p = {l3_event_fd(&f->l3), POLLIN, 0};
+		assert_true(poll(&p, 1, 10000) == 1);
+		l3_process(&f->l3);
+	}
+	assert_int_equal(l3_active(&f->l3), 0);
+}
+
+static int publish(struct fixture *f, uint64_t n)
+{
+	struct result r = {0};
+	memset(src_block, 0, sizeof(src_block));
+	test_fill(src_block, PART, n);
+	struct kvt_key key = test_key(n);
+	r.pub.done = publish_done;
+	assert_int_equal(l3_publish_begin(&f->l3, f->ns, &key, 0, src_block, PART, &r.pub), 0);
+	settle(f, &r);
+	return r.status;
+}
+
+static int read_back(struct fixture *f, uint64_t n, uint32_t cap)
+{
+	struct result r = {0};
+	struct kvt_key key = test_key(n);
+	memset(dst_block, 0, sizeof(dst_block));
+	r.rd.target = target;
+	r.rd.done = read_done;
+	assert_int_equal(l3_read_begin(&f->l3, f->ns, &key, 0, cap, &r.rd), 0);
+	settle(f, &r);
+	if (r.status == 0) {
+		assert_int_equal(r.target_length, PART);
+		assert_true(test_check(dst_block, PART, n));
+	}
+	return r.status;
+}
+
+static void part_path(struct fixture *f, uint64_t n, char *buf, size_t len)
+{
+	struct kvt_key key = test_key(n);
+	assert_int_equal(l3_part_path(buf, len, f->root, f->ns->digest, &key, 0), 0);
+}
+
+static unsigned count_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	unsigned n = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static void l3_up(struct fixture *f)
+{
+	char why[256] = "";
+	struct l3_config cfg = {.path = f->root, .queue_depth = 4, .node = "unit"};
+	if (l3_open(&f->l3, &cfg, why, sizeof(why)))
+		fail_msg("l3_open: %s", why);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/var/tmp";
+	snprintf(f->root, sizeof(f->root), "%s/kvtier-test-l3-XXXXXX", dir);
+	assert_non_null(mkdtemp(f->root));
+	ns_registry_init(&f->reg);
+	assert_int_equal(ns_get(&f->reg, "model-a", NULL, PART, 1, &f->ns), 1);
+	l3_up(f);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	l3_close(&f->l3);
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->root);
+	assert_int_equal(system(cmd), 0);
+	ns_registry_destroy(&f->reg);
+	free(f);
+	return 0;
+}
+
+static void test_names(void **state)
+{
+	(void)state;
+	struct kvt_key key = test_key(7), back;
+	char path[L3_PATH_MAX];
+	assert_int_equal(l3_part_path(path, sizeof(path), "/r", 0xabcdef, &key, 3), 0);
+	const char *name = strrchr(path, '/') + 1;
+	char want[64];
+	snprintf(want, sizeof(want), "/r/v1/0000000000abcdef/%.2s/%.2s/", name, name + 2);
+	assert_memory_equal(path, want, strlen(want));
+	uint16_t rank;
+	assert_int_equal(l3_name_parse(name, &back, &rank), 0);
+	assert_memory_equal(&back, &key, sizeof(key));
+	assert_int_equal(rank, 3);
+	assert_int_equal(l3_name_parse("zz", &back, &rank), -EINVAL);
+	char bad[64];
+	snprintf(bad, sizeof(bad), "%.32s.x", name);
+	assert_int_equal(l3_name_parse(bad, &back, &rank), -EINVAL);
+	snprintf(bad, sizeof(bad), "%.32s.70000", name);
+	assert_int_equal(l3_name_parse(bad, &back, &rank), -EINVAL);
+	assert_int_equal(l3_part_path(path, 20, "/r", 1, &key, 0), -ENAMETOOLONG);
+}
+
+static void test_publish_then_read(void **state)
+{
+	struct fixture *f = *state;
+	assert_int_equal(publish(f, 1), 0);
+	char path[L3_PATH_MAX], tmp[L3_PATH_MAX + 8];
+	part_path(f, 1, path, sizeof(path));
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 4096 + 12288); /* header block + data to 4 KiB */
+	snprintf(tmp, sizeof(tmp), "%s/tmp", f->root);
+	assert_int_equal(count_files(tmp), 0);
+	assert_int_equal(read_back(f, 1, ROOM), 0);
+	/* The same part again: there already, the file untouched. */
+	assert_int_equal(publish(f, 1), -EEXIST);
+	struct stat again;
+	assert_int_equal(stat(path, &again), 0);
+	assert_int_equal(again.st_ino, st.st_ino);
+	assert_int_equal(read_back(f, 2, ROOM), -ENOENT);   /* never published */
+	assert_int_equal(read_back(f, 1, PART - 1), -ERANGE); /* longer than the room */
+	struct l3_stats_snapshot s;
+	l3_stats_read(&f->l3, &s);
+	assert_int_equal(s.published, 1);
+	assert_int_equal(s.publish_present, 1);
+	assert_int_equal(s.reads, 1);
+	assert_int_equal(s.read_misses, 1);
+	assert_int_equal(s.read_failures, 1);
+	assert_int_equal(s.bytes_read, PART);
+	assert_int_equal(s.bytes_written, 2 * (4096 + 12288)); /* the twin was written, then found present */
+	assert_string_equal(l3_state(&f->l3), "ready");
+	assert_null(l3_fault_reason(&f->l3));
+}
+
+static void flip(const char *path, off_t at)
+{
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	uint8_t b;
+	assert_int_equal(pread(fd, &b, 1, at), 1);
+	b ^= 0x10;
+	assert_int_equal(pwrite(fd, &b, 1, at), 1);
+	close(fd);
+}
+
+static void test_corruption_is_quarantined(void **state)
+{
+	struct fixture *f = *state;
+	char path[2][L3_PATH_MAX], q[L3_PATH_MAX + 16];
+	for (uint64_t n = 0; n < 2; n++) {
+		assert_int_equal(publish(f, 10 + n), 0);
+		part_path(f, 10 + n, path[n], sizeof(path[n]));
+	}
+	flip(path[0], 40);          /* the header */
+	flip(path[1], 4096 + 9999); /* the last data byte */
+	assert_int_equal(read_back(f, 10, ROOM), -EBADMSG);
+	assert_int_equal(read_back(f, 11, ROOM), -EBADMSG);
+	assert_int_equal(access(path[0], F_OK), -1);
+	assert_int_equal(access(path[1], F_OK), -1);
+	snprintf(q, sizeof(q), "%s/quarantine", f->root);
+	assert_int_equal(count_files(q), 2);
+	assert_int_equal(read_back(f, 10, ROOM), -ENOENT); /* never served again */
+	struct l3_stats_snapshot s;
+	l3_stats_read(&f->l3, &s);
+	assert_int_equal(s.checksum_failures, 2);
+	assert_int_equal(s.quarantined, 2);
+	assert_int_equal(s.read_failures, 2);
+	assert_int_equal(s.read_misses, 1);
+}
+
+static void test_open_refusals_and_dead_temporaries(void **state)
+{
+	struct fixture *f = *state;
+	char why[256], path[L3_PATH_MAX];
+	struct l3 other;
+	snprintf(path, sizeof(path), "%s/absent", f->root);
+	struct l3_config cfg = {.path = path, .node = "unit"};
+	assert_int_equal(l3_open(&other, &cfg, why, sizeof(why)), -ENOENT);
+	assert_non_null(strstr(why, "No such file"));
+	snprintf(path, sizeof(path), "%s/file", f->root);
+	int fd = open(path, O_CREAT | O_WRONLY, 0644);
+	close(fd);
+	assert_int_equal(l3_open(&other, &cfg, why, sizeof(why)), -ENOTDIR);
+	assert_non_null(strstr(why, "not a directory"));
+	/* A dead process of this node left a temporary; another node's stays. */
+	char dead[L3_PATH_MAX + 32], alive[L3_PATH_MAX + 32];
+	snprintf(dead, sizeof(dead), "%s/tmp/unit.999999999.5", f->root);
+	snprintf(alive, sizeof(alive), "%s/tmp/other.1.5", f->root);
+	close(open(dead, O_CREAT | O_WRONLY, 0644));
+	close(open(alive, O_CREAT | O_WRONLY, 0644));
+	l3_close(&f->l3);
+	l3_up(f);
+	assert_int_equal(access(dead, F_OK), -1);
+	assert_int_equal(access(alive, F_OK), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_names),
+		cmocka_unit_test_setup_teardown(test_publish_then_read, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_corruption_is_quarantined, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_refusals_and_dead_temporaries, setup,
+						teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
