@@ -146,7 +146,7 @@ function tierBlock(t, policy) {
   div.className = "tier";
   div.id = "tier-" + t.name;
   const used = t.capacity_bytes ? t.used_bytes / t.capacity_bytes : 0;
-  const color = t.name === "l1" ? "var(--l1)" : "var(--l2)";
+  const color = `var(--${t.name})`;
   let marks = "";
   if (t.name === "l1" && policy && policy.tiers) {
     const w = policy.tiers.l1;
@@ -155,7 +155,7 @@ function tierBlock(t, policy) {
   }
   div.innerHTML =
     `<div class="name"><strong>${t.name.toUpperCase()}</strong>` +
-    `<span>${t.state ? t.state : ""}</span></div>` +
+    `<span>${t.state ? t.state : ""}${t.reason ? " (" + t.reason + ")" : ""}</span></div>` +
     `<div class="bar"><div class="fill" style="width:${(used * 100).toFixed(2)}%;background:${color}"></div>${marks}</div>` +
     `<table class="kv">` +
     `<tr><th>used</th><td data-field="used">${fmtBytes(t.used_bytes)} of ${fmtBytes(t.capacity_bytes)}</td></tr>` +
@@ -181,6 +181,13 @@ function renderEvictions(stats) {
       ["L1 victims dropped (L2 behind)", l2.victims_dropped_behind],
       ["L2 region reclaim", l2.items_reclaimed], ["L2 admin", l2.items_dropped_admin],
       ["L2 checksum failures", l2.checksum_failures], ["L2 I/O errors", l2.io_errors]);
+  }
+  const l3 = stats.l3;
+  if (l3) {
+    rows.push(["L3 files removed for the cap", l3.files_removed],
+      ["L3 checksum failures (quarantined)", l3.checksum_failures],
+      ["L3 publishes failed", l3.publish_failed], ["L3 publishes skipped", l3.publish_skipped],
+      ["L3 I/O errors", l3.io_errors]);
   }
   const t = $("evictions");
   fillRows(t.tBodies[0] || t.createTBody(), rows.map(([k, v]) => [k, fmtInt(v)]));

@@ -56,6 +56,25 @@ const listed = new Set(kust.resources);
 ok(files.every((f) => listed.has(f)) && kust.resources.every((r) => files.includes(r)),
   "kustomization.yaml lists exactly the manifests of deploy/k8s");
 
+// The L3 overlay (deploy/k8s/l3): its new objects against the schemas; its
+// patches name objects of the base, and it lists exactly its files.
+const l3 = join(k8s, "l3");
+const l3kust = parse(readFileSync(join(l3, "kustomization.yaml"), "utf8"));
+const l3files = readdirSync(l3).filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml");
+const patches = l3kust.patches.map((p) => p.path);
+ok(l3kust.resources.includes("..") &&
+  l3files.every((f) => l3kust.resources.includes(f) || patches.includes(f)) &&
+  [...l3kust.resources.filter((r) => r !== ".."), ...patches].every((r) => l3files.includes(r)),
+  "l3/kustomization.yaml builds on the base and lists exactly its files");
+for (const r of l3kust.resources.filter((r) => r !== ".."))
+  for (const d of parseAllDocuments(readFileSync(join(l3, r), "utf8"))) validate(d.toJS(), `l3/${r}`);
+const baseNames = new Set(files.flatMap((f) => parseAllDocuments(readFileSync(join(k8s, f), "utf8"))
+  .map((d) => d.toJS()).filter((o) => o).map((o) => `${o.kind}/${o.metadata.name}`)));
+for (const p of patches) {
+  const o = parse(readFileSync(join(l3, p), "utf8"));
+  ok(baseNames.has(`${o.kind}/${o.metadata.name}`), `l3/${p} patches ${o.kind} ${o.metadata.name} of the base`);
+}
+
 // The chart: every .Values path its templates read exists in values.yaml.
 const chart = join(deploy, "helm", "kvtier");
 const values = parse(readFileSync(join(chart, "values.yaml"), "utf8"));

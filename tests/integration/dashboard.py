@@ -74,6 +74,7 @@ try:
           "dirty" in text(d, "writebehind") and "writer" in text(d, "writebehind") and
           not d.find_element(By.ID, "no-writebehind").is_displayed(), text(d, "writebehind"))
     check("L2 is shown with its state", "READY" in text(d, "tier-l2").upper(), text(d, "tiers"))
+    check("L3 is shown with its state", "READY" in text(d, "tier-l3").upper(), text(d, "tiers"))
     shot(d, "empty")
 
     # Live traffic: throughput is drawn while the bench runs.

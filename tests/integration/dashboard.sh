@@ -1,5 +1,5 @@
 #!/bin/sh
-# dashboard.sh — starts kvtierd (with L2 and an admin token) and runs
+# dashboard.sh — starts kvtierd (with L2, L3 and an admin token) and runs
 # dashboard.py in headless Chromium against it, with kvtier-bench traffic.
 # Screenshots land in dashboard-screenshots/ of the build directory.
 # Needs Debian's chromium, chromium-driver and python3-selenium (scripts/dev.sh
@@ -13,8 +13,9 @@ done
 $PY -c 'import selenium' 2>/dev/null || { not_ok "python3-selenium is installed"; finish; exit 1; }
 TOKEN=kvtier-dashboard-token-0123456789
 echo "$TOKEN" >"$TMP/token"
+mkdir -p "$TMP/l3"
 if ! start_daemon "$TMP/d.log" --l1-size 256MiB --l2-path "$TMP/l2" --l2-size 64MiB \
-	--admin-token-file "$TMP/token"; then
+	--l3-path "$TMP/l3" --admin-token-file "$TMP/token"; then
 	not_ok "kvtierd starts"; cat "$TMP/d.log"; finish; exit 1
 fi
 SHOTS=${KVT_BUILDDIR:-.}/dashboard-screenshots

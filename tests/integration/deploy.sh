@@ -14,7 +14,7 @@ BUILD=${KVT_BUILDDIR:-.}
 # --- YAML lint (the chart's templates are Go templates, not YAML) ---
 check "yamllint passes on deploy/k8s and the chart's Chart.yaml and values.yaml" \
 	yamllint -s -c "$SRC/tests/deploy/yamllint.yaml" \
-	"$DEP"/k8s/*.yaml "$DEP/helm/kvtier/Chart.yaml" "$DEP/helm/kvtier/values.yaml"
+	"$DEP"/k8s/*.yaml "$DEP"/k8s/l3/*.yaml "$DEP/helm/kvtier/Chart.yaml" "$DEP/helm/kvtier/values.yaml"
 
 # --- schemas (Kubernetes API, Prometheus Operator) and the chart's values ---
 V=$BUILD/deploy-validate
@@ -37,6 +37,12 @@ inline() { # inline FILE: the block under "kvtierd.json: |", unindented
 }
 inline "$DEP/k8s/configmap.yaml" >"$TMP/cm.json"
 check "k8s/configmap.yaml holds deploy/config/kvtierd.json" cmp -s "$TMP/cm.json" "$DEP/config/kvtierd.json"
+inline "$DEP/k8s/l3/configmap-l3.yaml" >"$TMP/cm-l3.json"
+check "k8s/l3/configmap-l3.yaml holds deploy/config/kvtierd.json and the l3 keys" python3 -c "
+import json, sys
+base, l3 = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+sys.exit(0 if {k: v for k, v in l3.items() if not k.startswith('l3-')} == base and 'l3-path' in l3 else 1)
+" "$DEP/config/kvtierd.json" "$TMP/cm-l3.json"
 inline "$DEP/k8s/seccomp-installer.yaml" >"$TMP/sc.json"
 check "seccomp-installer.yaml holds k8s/seccomp/kvtierd.json" cmp -s "$TMP/sc.json" "$DEP/k8s/seccomp/kvtierd.json"
 check "the seccomp profile is JSON and does not refuse io_uring" python3 -c "
@@ -51,6 +57,7 @@ sys.exit(1 if p['defaultAction'] != 'SCMP_ACT_ALLOW' or denied & {'io_uring_setu
 python3 -c "import json, sys; print('\n'.join(json.load(open(sys.argv[1]))))" \
 	"$DEP/config/kvtierd.json" >"$TMP/keys"
 grep -o '^ *"[a-z0-9-]*":' "$DEP/helm/kvtier/templates/configmap.yaml" | tr -d ' ":' >>"$TMP/keys"
+python3 -c "import json, sys; print('\n'.join(json.load(open(sys.argv[1]))))" "$TMP/cm-l3.json" >>"$TMP/keys"
 sort -u "$TMP/keys" -o "$TMP/keys"
 unknown=$(comm -23 "$TMP/keys" "$TMP/help" | tr '\n' ' ')
 check "every config key in deploy/ is a kvtierd option${unknown:+ (unknown: $unknown)}" test -z "$unknown"
