@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include "arena.h"     /* arena_slot_size */
 #include "dataplane.h" /* dp_now_ms */
 #include "l3svc.h"
 #include "log.h"
@@ -183,10 +185,15 @@ void l3svc_read_one(struct l3svc *s, const struct kvt_ns *ns, const struct kvt_k
 struct l3svc_pub {
 	struct l3_publish p;
 	struct l3svc *s;
-	struct l1_ref ref;
 	const struct kvt_ns *ns;
 	struct kvt_key key;
+	uint16_t rank;
 	bool busy;
+	bool pinned;                 /* ref holds the L1 part being published */
+	struct l1_ref ref;
+	uint8_t *bounce;             /* or: the part read back from L2 (bounce_len bytes mapped) */
+	size_t bounce_len;
+	struct l2_read rd;
 };
 
 void l3svc_stored(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key, uint16_t rank)
@@ -201,16 +208,27 @@ void l3svc_stored(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key,
 	SET(s, publish_queued, s->pending_count);
 }
 
+/* The slot is free again: what it held (an L1 pin, a bounce buffer) goes. */
+static void pub_release(struct l3svc_pub *pub)
+{
+	if (pub->pinned)
+		l1_load_end(pub->s->l1, &pub->ref);
+	if (pub->bounce)
+		munmap(pub->bounce, pub->bounce_len);
+	pub->pinned = false;
+	pub->bounce = NULL;
+	pub->busy = false;
+	pub->s->pubs_busy--;
+}
+
 static void published(struct l3_publish *p, int status)
 {
 	struct l3svc_pub *pub = (struct l3svc_pub *)p;
 	struct l3svc *s = pub->s;
-	uint64_t bytes = pub->ref.length;
+	uint64_t bytes = pub->p.op.length;
 	if (status == 0 || status == -EEXIST)
-		known_add(s->recent, pub->ns->digest, &pub->key, pub->ref.rank);
-	l1_load_end(s->l1, &pub->ref);
-	pub->busy = false;
-	s->pubs_busy--;
+		known_add(s->recent, pub->ns->digest, &pub->key, pub->rank);
+	pub_release(pub);
 	s->published_since_walk += status == 0 ? bytes : 0;
 	struct l3scan_stats_snapshot st;
 	l3scan_stats_read(&s->scan, &st);
@@ -218,6 +236,55 @@ static void published(struct l3_publish *p, int status)
 		l3scan_kick(&s->scan);
 		s->published_since_walk = 0; /* one kick per overshoot */
 	}
+}
+
+/* The part's bytes are at hand (pinned in L1, or read back from L2): publish them. */
+static void publish_bytes(struct l3svc_pub *pub, const uint8_t *data, uint32_t length)
+{
+	pub->p.done = published;
+	if (l3_publish_begin(&pub->s->l3, pub->ns, &pub->key, pub->rank, data, length, &pub->p)) {
+		COUNT(pub->s, publish_skipped, 1); /* degraded */
+		pub_release(pub);
+	}
+}
+
+static void l2_read_back(struct l2_read *rd, int status)
+{
+	struct l3svc_pub *pub = (struct l3svc_pub *)((char *)rd - offsetof(struct l3svc_pub, rd));
+	if (status) {
+		COUNT(pub->s, publish_skipped, 1); /* L2 lost it too (reclaimed, failed read) */
+		pub_release(pub);
+		return;
+	}
+	COUNT(pub->s, published_from_l2, 1);
+	publish_bytes(pub, pub->bounce, rd->length);
+}
+
+/* Gone from L1 before its turn: the part's way is through L2 when L2 holds it. */
+static bool publish_from_l2(struct l3svc *s, struct l3svc_pub *pub)
+{
+	struct l2 *l2 = s->l2 ? *s->l2 : NULL;
+	if (!l2 || !l2_readable(l2) || !l2_contains(l2, pub->ns, &pub->key))
+		return false;
+	pub->bounce_len = arena_slot_size(pub->ns->block_bytes);
+	void *m = mmap(NULL, pub->bounce_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	if (m == MAP_FAILED)
+		return false;
+	pub->bounce = m;
+	pub->rd.done = l2_read_back;
+	int rc = l2_read_begin(l2, pub->ns, &pub->key, pub->rank, pub->bounce, pub->bounce_len,
+			       &pub->rd);
+	if (rc < 0) {
+		munmap(pub->bounce, pub->bounce_len);
+		pub->bounce = NULL;
+		return false;
+	}
+	if (rc == 1) { /* from a write buffer: the bytes are there */
+		COUNT(s, published_from_l2, 1);
+		publish_bytes(pub, pub->bounce, pub->rd.length);
+	}
+	return true;
 }
 
 /* Takes the oldest pending part: publishes it on pub, or counts why not. */
@@ -235,20 +302,18 @@ static void publish_next(struct l3svc *s, struct l3svc_pub *pub)
 		atomic_fetch_add_explicit(&s->l3.stats.publish_present, 1, memory_order_relaxed);
 		return;
 	}
-	if (l1_load_begin(s->l1, ns, &e.key, e.rank, &pub->ref)) {
-		COUNT(s, publish_skipped, 1); /* evicted before its turn */
-		return;
-	}
 	pub->ns = ns;
 	pub->key = e.key;
-	pub->p.done = published;
-	if (l3_publish_begin(&s->l3, ns, &e.key, e.rank, pub->ref.data, pub->ref.length, &pub->p)) {
-		l1_load_end(s->l1, &pub->ref);
-		COUNT(s, publish_skipped, 1); /* degraded */
-		return;
-	}
+	pub->rank = e.rank;
 	pub->busy = true;
 	s->pubs_busy++;
+	if (l1_load_begin(s->l1, ns, &e.key, e.rank, &pub->ref) == 0) {
+		pub->pinned = true;
+		publish_bytes(pub, pub->ref.data, pub->ref.length);
+	} else if (!publish_from_l2(s, pub)) {
+		COUNT(s, publish_skipped, 1); /* evicted before its turn, and not in L2 */
+		pub_release(pub);
+	}
 }
 
 /* After each round of the loop: publish what waits while slots are free, then submit. */

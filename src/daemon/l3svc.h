@@ -3,7 +3,8 @@
  * the keeper (l3scan.h) from the settings; publishes stored parts in the
  * background (never on the STORE path: a STORE's commit only queues the
  * part, and a hook after each round of the loop publishes from the pinned
- * L1 slot, l3-queue-depth at a time); answers the data plane's lookups from
+ * L1 slot, l3-queue-depth at a time, or, for a part gone from L1 before its
+ * turn, from L2 read back into a bounce buffer); answers the data plane's lookups from
  * what it knows is in L3 (the keeper's last walk, plus what this node
  * published or read since); probes a degraded L3 once a second.
  *
@@ -18,6 +19,7 @@
 
 #include "index.h"
 #include "l1.h"
+#include "l2.h"
 #include "l3.h"
 #include "l3scan.h"
 #include "loop.h"
@@ -26,7 +28,9 @@
 
 #define L3SVC_STATS(X) \
 	X(publish_skipped, COUNTER, "kvtier_l3_publishes_total", "result=\"skipped\"", \
-	  "Stored parts not offered to L3: gone from L1 before their turn, the queue full, or L3 degraded.") \
+	  "Stored parts not offered to L3: gone from L1 (and L2) before their turn, the queue full, or L3 degraded.") \
+	X(published_from_l2, COUNTER, "kvtier_l3_publishes_from_l2_total", "", \
+	  "Parts offered to L3 from L2 (gone from L1 before their turn, read back from L2).") \
 	X(publish_queued, GAUGE, "kvtier_l3_publish_queue", "", "Stored parts waiting to be published.") \
 	X(known_parts, GAUGE, "kvtier_l3_known_parts", "", \
 	  "Parts lookups know to be in L3 (the last walk, and this node's publishes and reads since).")
@@ -58,6 +62,7 @@ struct l3svc {
 	struct loop_hook submit_hook;
 	struct loop_timer probe_timer;
 	struct l1 *l1;
+	struct l2 **l2;                /* the data plane's (NULL until L2 serves); set by main */
 	struct ns_registry *namespaces;
 	struct l3svc_pending *pending; /* a ring of pending_cap */
 	uint32_t pending_head, pending_count, pending_cap;

@@ -473,6 +473,7 @@ int main(int argc, char **argv)
 		if (l3svc_open(&d.l3, &d.cfg, &d.l1, &d.namespaces, &d.loop))
 			goto out;
 		d.dp.tiering.l3 = &d.l3;
+		d.l3.l2 = &d.dp.tiering.l2;
 		d.http_ctx.l3 = &d.l3;
 	}
 	d.http_ctx.dp = &d.dp;

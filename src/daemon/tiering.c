@@ -140,12 +140,13 @@ static void on_l3_read(struct l3_read *rd, int status)
 {
 	struct tier_block *b = ((struct tier_l3_read *)rd)->b;
 	struct tier_xfer *x = b->xfer;
-	free(b->l3rd);
+	uint32_t length = rd->op.length;
+	free(b->l3rd); /* rd with it */
 	b->l3rd = NULL;
 	if (status) {
 		l2_read_undo(x->tiering, b, -ENOENT);
 	} else {
-		b->rd.length = rd->op.length;
+		b->rd.length = length;
 		l2_read_arrived(x, b);
 		l3svc_read_one(x->tiering->l3, b->ns, &b->key, b->rank);
 	}

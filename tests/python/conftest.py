@@ -81,4 +81,6 @@ def make_daemon(tmp_path):
 
     yield make
     for d in made:
-        d.stop()
+        rc = d.stop()
+        assert rc in (0, -signal.SIGKILL), f"kvtierd exited {rc}:\n{d.text()}"
+

@@ -8,7 +8,7 @@ read-only or vanished mount (tmpfs, where this machine lets root mount)."""
 import glob
 import json
 import os
-import signal
+import select
 import subprocess
 import sys
 import threading
@@ -263,16 +263,22 @@ def test_client_killed_mid_load_from_l3(make_daemon, shared):
     for _ in range(3):
         p = subprocess.Popen([sys.executable, "-c", child, b.socket], stdout=subprocess.PIPE,
                              env=env)
-        assert p.stdout.readline() == b"go\n"
+        ready, _, _ = select.select([p.stdout], [], [], 60)
+        assert ready and p.stdout.readline() == b"go\n"
         p.kill()
         p.wait()
         p.stdout.close()
+        assert b.proc.poll() is None, b.text()
         # Its reads of L3 in flight finish into L1; another client is served byte-exact.
-        subprocess.run(["sh", "-c", f"curl -s http://127.0.0.1:{b.port}/v1/tiers/l1/evict "
-                        "-X POST -d '{\"all\": true}' >/dev/null"], check=False)
+        req = urllib.request.Request(f"http://127.0.0.1:{b.port}/v1/tiers/l1/evict",
+                                     data=b'{"all": true}', method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:  # the next round reads L3 again
+            assert json.load(r)["complete"] is True
     statuses, got = load(b, ks)
     assert statuses == [0] * 32 and np.array_equal(got, data)
     assert l3(b)["checksum_failures"] == 0
+    assert b.stop() == 0, b.text()
 
 
 def mount_tmpfs(path, size):
@@ -304,6 +310,11 @@ def test_full_read_only_and_vanished_mount(make_daemon, tmp_path):
         subprocess.run(["mount", "-o", "remount,size=8m", root], check=True)
         wait_for(lambda: health(a)["status"] == "ok", "the probe to clear it")
         subprocess.run(["mount", "-o", "remount,ro", root], check=True)
+        exe = os.path.join(os.environ.get("KVT_BUILDDIR", "."), "kvtierd")
+        run = subprocess.run([exe, "--runtime-dir", str(tmp_path), "--l1-size", "64MiB",
+                              "--http", "127.0.0.1:0", "--l3-path", root],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode != 0 and "not writable: Read-only file system" in run.stderr
         store(a, keys(2, 100), data_of(2, 9))
         wait_for(lambda: health(a).get("l3", {}).get("reason") == "read-only", "read-only")
         subprocess.run(["mount", "-o", "remount,rw", root], check=True)
@@ -315,3 +326,30 @@ def test_full_read_only_and_vanished_mount(make_daemon, tmp_path):
         assert a.stop() == 0
     finally:
         subprocess.run(["umount", "-l", root], capture_output=True)
+
+
+def test_parts_gone_from_l1_are_published_from_l2(make_daemon, shared, tmp_path):
+    """A tiny L1 and one publish at a time: most parts leave L1 (written behind to L2, then
+    evicted) before their turn; they are read back from L2 and published, none skipped."""
+    big = 1 << 20
+    a = node(make_daemon, shared, "--l1-size", "16MiB", "--l2-path", str(tmp_path / "l2"),
+             "--l2-size", "128MiB", "--l3-queue-depth", "1")
+    n = 64
+    ks = keys(n)
+    data = np.random.default_rng(10).integers(0, 256, n * big, dtype=np.uint8)
+    with kvtier.Client(a.socket, "m", big) as c:
+        buf = c.create_buffer(4 * big)
+        view = np.frombuffer(kvtier.mmap_view(buf), dtype=np.uint8)
+        for first in range(0, n, 4):
+            view[:] = data[first * big:(first + 4) * big]
+            assert c.store(buf.index, [(ks[first + j], j * big, big) for j in range(4)]) == \
+                [(0, big)] * 4
+    wait_for(lambda: l3(a)["published"] + l3(a)["publish_skipped"] >= n, "every part's turn")
+    s = l3(a)
+    assert s["published"] == n and s["publish_skipped"] == 0 and s["published_from_l2"] > 0
+    b = node(make_daemon, shared, "--l1-size", "256MiB")
+    with kvtier.Client(b.socket, "m", big) as c:
+        buf = c.create_buffer(n * big)
+        view = np.frombuffer(kvtier.mmap_view(buf), dtype=np.uint8)
+        assert c.load(buf.index, [(k, i * big, big) for i, k in enumerate(ks)]) == [(0, big)] * n
+        assert np.array_equal(view, data)
