@@ -22,6 +22,7 @@ COUNT=${COUNT:-256}
 BLOCK=${BLOCK:-8388608}
 QD=${QD:-16}
 L3=$DIR/l3
+rm -f "$OUT/rounds.txt"
 mkdir -p "$L3" "$DIR/a"
 L1=$(((COUNT + 64) * BLOCK / 1048576))MiB
 PIDS=
@@ -67,8 +68,15 @@ for r in $(seq "${REPEATS:-3}"); do
 	kill "$PID"
 	wait "$PID"
 	[ "$r" = "${REPEATS:-3}" ] && cp "$DIR/b$r/log" "$OUT/daemon-b.log"
-	CEIL=$(ceiling)
+	NEXT=$(ceiling)
+	[ -n "$CEIL" ] && [ -n "$NEXT" ] &&
+		"$PY" -c 'import json, sys; g = json.load(open(sys.argv[1]))["load_gbs"]; m = (float(sys.argv[2]) + float(sys.argv[3])) / 2; print(f"round {sys.argv[4]}: {g} GB/s against a ceiling of {sys.argv[2]} before and {sys.argv[3]} after: {g / m:.3f} of their mean")' \
+			"$OUT/run.json" "$CEIL" "$NEXT" "$r" | tee -a "$OUT/l3.txt" "$OUT/rounds.txt"
+	CEIL=$NEXT
 done
 echo "read ceiling: ${CEIL:-not measured} GB/s ($HOW)" | tee -a "$OUT/l3.txt"
+[ -s "$OUT/rounds.txt" ] && sed 's/.*: \([0-9.]*\) of their mean/\1/' "$OUT/rounds.txt" | sort -n |
+	awk '{v[NR] = $1} END {printf "median of %d rounds: %.3f of the ceiling around them\n", NR, NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}' |
+	tee -a "$OUT/l3.txt"
 echo "l3.sh: results in $OUT (exit $rc)"
 exit $rc

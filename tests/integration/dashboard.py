@@ -19,6 +19,7 @@ import urllib.request
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -49,8 +50,15 @@ def wait_refresh(d, n=1):
     WebDriverWait(d, 15, 0.05).until(lambda x: refreshes(x) >= start + n)
 
 
-def text(d, id_):
-    return d.find_element(By.ID, id_).text
+def text(d, id_, by=By.ID):
+    """The element's text; the tier cards are rebuilt each refresh, so one found just before
+    a refresh goes stale: find it again (a refresh is a second apart)."""
+    for _ in range(3):
+        try:
+            return d.find_element(by, id_).text
+        except StaleElementReferenceException:
+            continue
+    return d.find_element(by, id_).text
 
 
 def shot(d, name):
@@ -102,7 +110,7 @@ try:
     check("blocks loaded match /v1/stats",
           text(d, "blocks-loaded").replace(",", "") == str(dp["blocks_loaded"]),
           f'{text(d, "blocks-loaded")} vs {dp["blocks_loaded"]}')
-    items = d.find_element(By.CSS_SELECTOR, "#tier-l1 [data-field=items]").text.replace(",", "")
+    items = text(d, "#tier-l1 [data-field=items]", By.CSS_SELECTOR).replace(",", "")
     check("L1 items match /v1/stats", items == str(s["l1"]["items"]), f'{items} vs {s["l1"]["items"]}')
     rows = d.find_elements(By.CSS_SELECTOR, "#namespaces tbody tr")
     check("the bench's namespace is listed", any("kvtier-bench" in r.text for r in rows),
