@@ -74,7 +74,7 @@ def load_share(a, ks, first, out):
     """One stream: LOADs of BATCH blocks at a time into its own buffer (as workers reuse one)."""
     with kvtier.Client(a.socket, "l3bench", a.block) as c:
         buf = c.create_buffer(a.block * BATCH)
-        out["ready"].wait()
+        out["ready"].wait()  # every stream's buffer registered (its pages faulted in) first
         bad = 0
         for at in range(first, len(ks), BATCH * a.streams):
             batch = ks[at:at + BATCH]
@@ -113,14 +113,13 @@ def load(a):
             if not ok:
                 sys.exit(f"l3_bench: block {i}: {got}, or wrong bytes")
     rest = ks[TTFB_BLOCKS:]
-    out = {"ready": threading.Event(), "bad": 0}
+    out = {"ready": threading.Barrier(a.streams + 1), "bad": 0}
     streams = [threading.Thread(target=load_share, args=(a, rest, i * BATCH, out))
                for i in range(a.streams)]
     for t in streams:
         t.start()
-    time.sleep(0.5)  # every stream connected and its buffer registered
+    out["ready"].wait()
     t0 = time.perf_counter()
-    out["ready"].set()
     for t in streams:
         t.join()
     load_s = time.perf_counter() - t0
