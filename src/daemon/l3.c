@@ -70,8 +70,8 @@ int l3_name_parse(const char *name, struct kvt_key *key, uint16_t *rank)
 		key->bytes[i] = (uint8_t)(hi << 4 | lo);
 	}
 	const char *r = name + 2 * KVT_KEY_BYTES;
-	if (*r != '.' || r[1] < '0' || r[1] > '9')
-		return -EINVAL;
+	if (*r != '.' || r[1] < '0' || r[1] > '9' || (r[1] == '0' && r[2]))
+		return -EINVAL; /* what l3_part_path writes, no other spelling (no leading zero) */
 	char *end;
 	unsigned long v = strtoul(r + 1, &end, 10);
 	if (*end || v > UINT16_MAX)

@@ -204,7 +204,8 @@ const char *l3_fault_reason(const struct l3 *l3);
 /* The path of (ns digest, key, rank)'s file under root (l3_name_parse reads it back). */
 int l3_part_path(char *buf, size_t len, const char *root, uint64_t ns_digest,
 		 const struct kvt_key *key, uint16_t rank);
-/* Reads "KEY.RANK" (a leaf file's name); 0 or -EINVAL. */
+/* Reads "KEY.RANK" (a leaf file's name, as l3_part_path spells it: lowercase hex, a
+ * decimal rank without leading zeros); 0 or -EINVAL for anything else. */
 int l3_name_parse(const char *name, struct kvt_key *key, uint16_t *rank);
 
 void l3_stats_read(const struct l3 *l3, struct l3_stats_snapshot *s);

@@ -4,7 +4,7 @@
 set -eu
 SRC=${KVT_SRCDIR:-$(dirname "$0")/../..}
 BUILD=${KVT_BUILDDIR:-.}
-for target in config frame l2fmt api_body replies; do
+for target in config frame l2fmt api_body replies l3name; do
 	"$BUILD/fuzz_${target}_replay" "$SRC/tests/fuzz/corpus/$target"
 done
-echo "5 passed, 0 failed"
+echo "6 passed, 0 failed"

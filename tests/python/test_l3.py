@@ -93,11 +93,26 @@ def node(make_daemon, root, *flags):
     return make_daemon("--l3-path", root, "--l3-scan-ms", "50", *flags)
 
 
-def test_a_node_loads_what_another_published(make_daemon, shared):
-    a, b = node(make_daemon, shared), node(make_daemon, shared)
-    ks, data = keys(8), data_of(8, 1)
+def published_then_fresh(make_daemon, root, n, seed):
+    """Node A stores n blocks and publishes them; node B starts after, empty."""
+    a = node(make_daemon, root)
+    ks, data = keys(n), data_of(n, seed)
     store(a, ks, data)
-    published(a, 8)
+    published(a, n)
+    return a, node(make_daemon, root), ks, data
+
+
+def start_fails(tmp_path, *flags):
+    """kvtierd run with flags: its exit status and what it wrote to stderr."""
+    exe = os.path.join(os.environ.get("KVT_BUILDDIR", "."), "kvtierd")
+    run = subprocess.run([exe, "--runtime-dir", str(tmp_path), "--l1-size", "64MiB",
+                          "--http", "127.0.0.1:0", *flags], capture_output=True, text=True,
+                         timeout=60)
+    return run.returncode, run.stderr
+
+
+def test_a_node_loads_what_another_published(make_daemon, shared):
+    a, b, ks, data = published_then_fresh(make_daemon, shared, 8, 1)
     assert l3(a)["published"] == 8 and l3(a)["bytes_written"] == 8 * FILE
     files = part_files(shared)
     assert len(files) == 8 and all(os.path.getsize(f) == FILE for f in files)
@@ -149,11 +164,7 @@ def test_concurrent_overlapping_stores_publish_each_part_once(make_daemon, share
 
 
 def test_corrupt_and_truncated_files_are_misses_and_quarantined(make_daemon, shared):
-    a = node(make_daemon, shared)
-    ks, data = keys(4), data_of(4, 3)
-    store(a, ks, data)
-    published(a, 4)
-    b = node(make_daemon, shared)
+    _, b, ks, data = published_then_fresh(make_daemon, shared, 4, 3)
     paths = {f.rsplit(os.sep, 1)[1].split(".")[0]: f for f in part_files(shared)}
     flipped, cut = paths[ks[1].hex()], paths[ks[2].hex()]
     with open(flipped, "r+b") as f:  # one bit of the data
@@ -232,25 +243,18 @@ def test_cap_holds_with_two_nodes_writing(make_daemon, shared):
 
 
 def test_start_refuses_a_path_that_is_not_a_writable_directory(tmp_path):
-    exe = os.path.join(os.environ.get("KVT_BUILDDIR", "."), "kvtierd")
     notdir = tmp_path / "file"
     notdir.write_text("x")
     for path, why in ((str(notdir), "not a directory"),
                       (str(tmp_path / "absent"), "No such file or directory")):
-        run = subprocess.run([exe, "--runtime-dir", str(tmp_path), "--l1-size", "64MiB",
-                              "--http", "127.0.0.1:0", "--l3-path", path],
-                             capture_output=True, text=True, timeout=60)
-        assert run.returncode != 0 and why in run.stderr + run.stdout, run.stderr
-    run = subprocess.run([exe, "--l3-size", "1GiB"], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2 and "l3-size: given without l3-path" in run.stderr
+        rc, err = start_fails(tmp_path, "--l3-path", path)
+        assert rc != 0 and why in err, err
+    rc, err = start_fails(tmp_path, "--l3-size", "1GiB")
+    assert rc == 2 and "l3-size: given without l3-path" in err
 
 
 def test_client_killed_mid_load_from_l3(make_daemon, shared):
-    a = node(make_daemon, shared)
-    ks, data = keys(32), data_of(32, 7)
-    store(a, ks, data)
-    published(a, 32)
-    b = node(make_daemon, shared)
+    _, b, ks, data = published_then_fresh(make_daemon, shared, 32, 7)
     child = ("import sys, kvtier\n"
              "c = kvtier.Client(sys.argv[1], 'm', %d)\n"
              "buf = c.create_buffer(32 * %d)\n"
@@ -310,11 +314,8 @@ def test_full_read_only_and_vanished_mount(make_daemon, tmp_path):
         subprocess.run(["mount", "-o", "remount,size=8m", root], check=True)
         wait_for(lambda: health(a)["status"] == "ok", "the probe to clear it")
         subprocess.run(["mount", "-o", "remount,ro", root], check=True)
-        exe = os.path.join(os.environ.get("KVT_BUILDDIR", "."), "kvtierd")
-        run = subprocess.run([exe, "--runtime-dir", str(tmp_path), "--l1-size", "64MiB",
-                              "--http", "127.0.0.1:0", "--l3-path", root],
-                             capture_output=True, text=True, timeout=60)
-        assert run.returncode != 0 and "not writable: Read-only file system" in run.stderr
+        rc, err = start_fails(tmp_path, "--l3-path", root)
+        assert rc != 0 and "not writable: Read-only file system" in err, err
         store(a, keys(2, 100), data_of(2, 9))
         wait_for(lambda: health(a).get("l3", {}).get("reason") == "read-only", "read-only")
         subprocess.run(["mount", "-o", "remount,rw", root], check=True)
