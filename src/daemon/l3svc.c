@@ -185,7 +185,8 @@ void l3svc_read_one(struct l3svc *s, const struct kvt_ns *ns, const struct kvt_k
 struct l3svc_pub {
 	struct l3_publish p;
 	struct l3svc *s;
-	const struct kvt_ns *ns;
+	uint32_t ns_id;              /* found again after an L2 read: the namespace may be gone */
+	uint64_t ns_digest;
 	struct kvt_key key;
 	uint16_t rank;
 	bool busy;
@@ -227,7 +228,7 @@ static void published(struct l3_publish *p, int status)
 	struct l3svc *s = pub->s;
 	uint64_t bytes = pub->p.op.length;
 	if (status == 0 || status == -EEXIST)
-		known_add(s->recent, pub->ns->digest, &pub->key, pub->rank);
+		known_add(s->recent, pub->ns_digest, &pub->key, pub->rank);
 	pub_release(pub);
 	s->published_since_walk += status == 0 ? bytes : 0;
 	struct l3scan_stats_snapshot st;
@@ -239,10 +240,11 @@ static void published(struct l3_publish *p, int status)
 }
 
 /* The part's bytes are at hand (pinned in L1, or read back from L2): publish them. */
-static void publish_bytes(struct l3svc_pub *pub, const uint8_t *data, uint32_t length)
+static void publish_bytes(struct l3svc_pub *pub, const struct kvt_ns *ns, const uint8_t *data,
+			  uint32_t length)
 {
 	pub->p.done = published;
-	if (l3_publish_begin(&pub->s->l3, pub->ns, &pub->key, pub->rank, data, length, &pub->p)) {
+	if (l3_publish_begin(&pub->s->l3, ns, &pub->key, pub->rank, data, length, &pub->p)) {
 		COUNT(pub->s, publish_skipped, 1); /* degraded */
 		pub_release(pub);
 	}
@@ -251,29 +253,30 @@ static void publish_bytes(struct l3svc_pub *pub, const uint8_t *data, uint32_t l
 static void l2_read_back(struct l2_read *rd, int status)
 {
 	struct l3svc_pub *pub = (struct l3svc_pub *)((char *)rd - offsetof(struct l3svc_pub, rd));
-	if (status) {
-		COUNT(pub->s, publish_skipped, 1); /* L2 lost it too (reclaimed, failed read) */
+	const struct kvt_ns *ns = ns_find_id(pub->s->namespaces, pub->ns_id);
+	if (status || !ns) {
+		COUNT(pub->s, publish_skipped, 1); /* L2 lost it too (reclaimed, failed), or dropped */
 		pub_release(pub);
 		return;
 	}
 	COUNT(pub->s, published_from_l2, 1);
-	publish_bytes(pub, pub->bounce, rd->length);
+	publish_bytes(pub, ns, pub->bounce, rd->length);
 }
 
 /* Gone from L1 before its turn: the part's way is through L2 when L2 holds it. */
-static bool publish_from_l2(struct l3svc *s, struct l3svc_pub *pub)
+static bool publish_from_l2(struct l3svc *s, struct l3svc_pub *pub, const struct kvt_ns *ns)
 {
 	struct l2 *l2 = s->l2 ? *s->l2 : NULL;
-	if (!l2 || !l2_readable(l2) || !l2_contains(l2, pub->ns, &pub->key))
+	if (!l2 || !l2_readable(l2) || !l2_contains(l2, ns, &pub->key))
 		return false;
-	pub->bounce_len = arena_slot_size(pub->ns->block_bytes);
+	pub->bounce_len = arena_slot_size(ns->block_bytes);
 	void *m = mmap(NULL, pub->bounce_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 		       -1, 0);
 	if (m == MAP_FAILED)
 		return false;
 	pub->bounce = m;
 	pub->rd.done = l2_read_back;
-	int rc = l2_read_begin(l2, pub->ns, &pub->key, pub->rank, pub->bounce, pub->bounce_len,
+	int rc = l2_read_begin(l2, ns, &pub->key, pub->rank, pub->bounce, pub->bounce_len,
 			       &pub->rd);
 	if (rc < 0) {
 		munmap(pub->bounce, pub->bounce_len);
@@ -282,7 +285,7 @@ static bool publish_from_l2(struct l3svc *s, struct l3svc_pub *pub)
 	}
 	if (rc == 1) { /* from a write buffer: the bytes are there */
 		COUNT(s, published_from_l2, 1);
-		publish_bytes(pub, pub->bounce, pub->rd.length);
+		publish_bytes(pub, ns, pub->bounce, pub->rd.length);
 	}
 	return true;
 }
@@ -302,15 +305,16 @@ static void publish_next(struct l3svc *s, struct l3svc_pub *pub)
 		atomic_fetch_add_explicit(&s->l3.stats.publish_present, 1, memory_order_relaxed);
 		return;
 	}
-	pub->ns = ns;
+	pub->ns_id = ns->id;
+	pub->ns_digest = ns->digest;
 	pub->key = e.key;
 	pub->rank = e.rank;
 	pub->busy = true;
 	s->pubs_busy++;
 	if (l1_load_begin(s->l1, ns, &e.key, e.rank, &pub->ref) == 0) {
-		pub->pinned = true;
-		publish_bytes(pub, pub->ref.data, pub->ref.length);
-	} else if (!publish_from_l2(s, pub)) {
+		pub->pinned = true; /* the pin keeps the namespace too (it has an item) */
+		publish_bytes(pub, ns, pub->ref.data, pub->ref.length);
+	} else if (!publish_from_l2(s, pub, ns)) {
 		COUNT(s, publish_skipped, 1); /* evicted before its turn, and not in L2 */
 		pub_release(pub);
 	}
