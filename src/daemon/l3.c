@@ -272,6 +272,35 @@ static int header_check(struct l3_op *op)
 	return 0;
 }
 
+/* --- checksums: on the offload thread when there is one --- */
+
+static void checksum_run(struct offload_job *job)
+{
+	struct l3_op *op = (struct l3_op *)((char *)job - offsetof(struct l3_op, job));
+	op->computed = XXH3_64bits(op->data, op->length);
+}
+
+/* Computes op->computed over its data, then then(op) on the owner's thread. */
+static void checksum(struct l3_op *op, void (*then)(struct offload_job *job))
+{
+	op->job = (struct offload_job){.run = checksum_run, .done = then};
+	if (op->l3->offload) {
+		offload_submit(op->l3->offload, &op->job);
+	} else {
+		checksum_run(&op->job);
+		then(&op->job);
+	}
+}
+
+static void data_checked(struct offload_job *job)
+{
+	struct l3_op *op = (struct l3_op *)((char *)job - offsetof(struct l3_op, job));
+	if (op->computed != op->checksum)
+		quarantine(op);
+	else
+		finish(op, 0);
+}
+
 static void read_step(struct l3_op *op, int res)
 {
 	struct l3_read *rd = (struct l3_read *)((char *)op - offsetof(struct l3_read, op));
@@ -309,13 +338,11 @@ static void read_step(struct l3_op *op, int res)
 		if (res < 0) {
 			COUNT(l3, io_errors, 1);
 			finish(op, res);
-			return;
+		} else if ((uint32_t)res < op->length) {
+			quarantine(op); /* truncated */
+		} else {
+			checksum(op, data_checked);
 		}
-		if ((uint32_t)res < op->length || XXH3_64bits(op->data, op->length) != op->checksum) {
-			quarantine(op);
-			return;
-		}
-		finish(op, 0);
 		return;
 	case READ_QUARANTINE:
 		if (res == 0)
@@ -481,6 +508,17 @@ static void tmp_name(struct l3 *l3, struct l3_op *op, const char *what)
 		 (int)getpid(), what, l3->tmp_seq++);
 }
 
+/* The data's checksum is known: the header, then the temporary. */
+static void publish_checked(struct offload_job *job)
+{
+	struct l3_op *op = (struct l3_op *)((char *)job - offsetof(struct l3_op, job));
+	struct l2fmt_record r = {.ns_digest = op->ns_digest, .key = op->key, .rank = op->rank,
+				 .tp_size = op->tp_size, .length = op->length,
+				 .data_checksum = op->computed};
+	l2fmt_record_encode(op->hdr, &r);
+	go(op, PUB_OPEN);
+}
+
 int l3_publish_begin(struct l3 *l3, const struct kvt_ns *ns, const struct kvt_key *key,
 		     uint16_t rank, const uint8_t *data, uint32_t length, struct l3_publish *p)
 {
@@ -499,12 +537,8 @@ int l3_publish_begin(struct l3 *l3, const struct kvt_ns *ns, const struct kvt_ke
 	op->finished = publish_finished;
 	op->data = (uint8_t *)data;
 	op->length = length;
-	struct l2fmt_record r = {.ns_digest = ns->digest, .key = *key, .rank = rank,
-				 .tp_size = ns->tp_size, .length = length,
-				 .data_checksum = XXH3_64bits(data, length)};
-	l2fmt_record_encode(op->hdr, &r);
 	tmp_name(l3, op, "");
-	go(op, PUB_OPEN);
+	checksum(op, publish_checked);
 	return 0;
 }
 
@@ -740,6 +774,7 @@ int l3_open(struct l3 *l3, const struct l3_config *cfg, char *why, size_t whylen
 
 void l3_close(struct l3 *l3)
 {
+	l3->offload = NULL; /* its owner closed it: what is left hashes here */
 	while (l3->ring_open && l3->ops_active) {
 		submit_queued(l3);
 		struct io_uring_cqe *cqe;

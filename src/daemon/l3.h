@@ -19,8 +19,10 @@
  *
  * Every operation, metadata included (open, link, mkdir, rename, unlink),
  * goes through one io_uring, so a slow metadata server never blocks the
- * owner. Owner: one thread (the event loop) for every call but
- * l3_stats_read, which any thread may call.
+ * owner; the XXH3-64 of a part (a publish's, a read's check) runs on an
+ * offload thread when the owner gives one (l3->offload, reaped by the
+ * owner, who then calls l3_submit). Owner: one thread (the event loop) for
+ * every call but l3_stats_read, which any thread may call.
  */
 #ifndef KVTD_L3_H
 #define KVTD_L3_H
@@ -34,6 +36,7 @@
 
 #include "kvtier/kvtier.h"
 #include "l2fmt.h"
+#include "offload.h"
 #include "ns.h"
 #include "stat_table.h"
 
@@ -101,6 +104,8 @@ struct l3_op {
 	uint8_t *data;
 	uint8_t *hdr;                /* one aligned L2FMT_BLOCK, from begin to finish */
 	uint64_t checksum;           /* read: the header's data checksum */
+	uint64_t computed;           /* the data's checksum, once computed */
+	struct offload_job job;      /* the checksum, on l3->offload's thread when there is one */
 	struct iovec iov[2];         /* publish: header and data, one write */
 	unsigned mkdir_level;        /* publish: parents being made */
 	uint64_t ns_digest;
@@ -155,6 +160,7 @@ struct l3 {
 	_Atomic enum l3_fault fault; /* written by the owner; read by the control plane */
 	struct l3_op probe;
 	bool probing;
+	struct offload *offload;     /* checksums run there (NULL: on the owner); its owner reaps */
 	struct l3_stats stats;
 };
 

@@ -338,6 +338,14 @@ static void on_ring(struct loop_source *src, uint32_t events)
 	l3_process(&s->l3);
 }
 
+static void on_hashed(struct loop_source *src, uint32_t events)
+{
+	(void)events;
+	struct l3svc *s = (struct l3svc *)((char *)src - offsetof(struct l3svc, hashed_src));
+	offload_reap(&s->offload);
+	l3_submit(&s->l3);
+}
+
 static void probe_tick(struct loop_timer *t)
 {
 	struct l3svc *s = (struct l3svc *)((char *)t - offsetof(struct l3svc, probe_timer));
@@ -379,6 +387,17 @@ int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
 		log_error("l3: out of memory");
 		return err;
 	}
+	if ((err = offload_open(&s->offload))) {
+		log_error("l3: cannot start the checksum thread: %s", strerror(-err));
+		return err;
+	}
+	s->offload_open = true;
+	s->l3.offload = &s->offload;
+	s->hashed_src = (struct loop_source){.fd = s->offload.eventfd, .on_event = on_hashed};
+	if ((err = loop_add(loop, &s->hashed_src, EPOLLIN))) {
+		log_error("l3: event loop: %s", strerror(-err));
+		return err;
+	}
 	s->ring_src = (struct loop_source){.fd = l3_event_fd(&s->l3), .on_event = on_ring};
 	s->seen_src = (struct loop_source){.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC),
 					   .on_event = on_seen};
@@ -405,6 +424,10 @@ void l3svc_close(struct l3svc *s)
 	if (!s->open)
 		return;
 	l3scan_stop(&s->scan);
+	if (s->offload_open) { /* the checksums queued run, and their operations go on */
+		loop_del(s->loop, &s->hashed_src);
+		offload_close(&s->offload);
+	}
 	l3_close(&s->l3); /* publishes in flight finish: their L1 pins are released */
 	if (s->submit_hook.run)
 		loop_remove_hook(s->loop, &s->submit_hook);

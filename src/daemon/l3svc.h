@@ -59,6 +59,9 @@ struct l3svc {
 	struct loop *loop;
 	struct loop_source ring_src;
 	struct loop_source seen_src;   /* the keeper handed over a walk */
+	struct offload offload;        /* the parts' checksums (l3.h) */
+	struct loop_source hashed_src; /* the offload's eventfd */
+	bool offload_open;
 	struct loop_hook submit_hook;
 	struct loop_timer probe_timer;
 	struct l1 *l1;
