@@ -114,7 +114,7 @@ static json_t *get_stats(struct http_ctx *ctx)
 
 /* --- /v1/tiers --- */
 
-static json_t *tier_l2(struct http_ctx *ctx, const struct l1_stats_snapshot *s1);
+static json_t *tier_l2(struct http_ctx *ctx, const struct l1_stats_snapshot *s);
 static json_t *tier_l3(const struct l3svc *l3);
 
 static json_t *get_tiers(struct http_ctx *ctx)
@@ -137,9 +137,8 @@ static json_t *get_tiers(struct http_ctx *ctx)
 	return tiers;
 }
 
-static json_t *tier_l2(struct http_ctx *ctx, const struct l1_stats_snapshot *s1)
+static json_t *tier_l2(struct http_ctx *ctx, const struct l1_stats_snapshot *s)
 {
-	const struct l1_stats_snapshot s = *s1;
 	struct l2_stats_snapshot t;
 	l2_stats_read(&ctx->l2->l2, &t);
 	const char *state = l2svc_state(ctx->l2);
@@ -147,7 +146,7 @@ static json_t *tier_l2(struct http_ctx *ctx, const struct l1_stats_snapshot *s1)
 		"{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "name", "l2", "state", state,
 		"capacity_bytes", (json_int_t)t.capacity_bytes, "used_bytes",
 		(json_int_t)t.used_bytes, "items", (json_int_t)t.items, "hits",
-		(json_int_t)s.lookup_lower_hits, "misses", (json_int_t)t.read_misses, "evictions",
+		(json_int_t)s->lookup_lower_hits, "misses", (json_int_t)t.read_misses, "evictions",
 		(json_int_t)(t.items_reclaimed + t.items_dropped_admin + t.items_dropped_quota));
 	if (strcmp(state, "failed") == 0)
 		json_object_set_new(l2, "next_probe_in_ms",

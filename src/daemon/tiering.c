@@ -93,24 +93,25 @@ static uint8_t *read_target(struct tiering *t, struct tier_block *b, uint32_t le
  * is promoted) or, when none can be had, a bounce buffer. Taking the slot
  * may evict L1 items, whose victims are written to L2 and may reclaim an L2
  * region: so L2 is asked for the part twice, for its length before the slot
- * is taken and for the read after, when it may be gone.
+ * is taken and for the read after, when it may be gone. False when L2 does
+ * not hold the part (the block stays FAILED, -ENOENT).
  */
-static void load_from_l2(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
+static bool load_from_l2(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
 			 const struct kvt_ns *ns, uint16_t rank, const struct kvt_key *key,
 			 uint32_t room)
 {
 	int64_t len = l2_part_length(t->l2, ns, key, rank);
 	if (len < 0)
-		return; /* stays FAILED with -ENOENT */
+		return false; /* L2 does not hold it: stays FAILED with -ENOENT */
 	if ((uint64_t)len > room) {
 		COUNT(t, rejected.out_of_range);
 		block_fail(b, -ERANGE);
-		return;
+		return true;
 	}
 	uint64_t cap = arena_slot_size(ns->block_bytes);
 	uint8_t *dst = read_target(t, b, (uint32_t)len);
 	if (!dst)
-		return;
+		return true;
 	b->rd.done = on_l2_read;
 	int rc = l2_read_begin(t->l2, ns, key, rank, dst, cap, &b->rd);
 	if (rc < 0)
@@ -119,21 +120,23 @@ static void load_from_l2(struct tiering *t, struct tier_xfer *x, struct tier_blo
 		l2_read_arrived(x, b);
 	else
 		x->pending++;
+	return true;
 }
 
 /* --- read-through from L3 --- */
 
 struct tier_l3_read {
-	struct l3_read rd;
+	struct l3_read rd;         /* first: the engine's callbacks get its address */
 	struct tier_block *b;
+	uint32_t room;             /* the LOAD's room in staging */
 };
 
 static uint8_t *l3_target(struct l3_read *rd, uint32_t length)
 {
-	struct tier_block *b = ((struct tier_l3_read *)rd)->b;
-	if (length > b->room)
+	struct tier_l3_read *r = (struct tier_l3_read *)rd;
+	if (length > r->room)
 		return NULL; /* a miss: it does not fit what the client asked */
-	return read_target(b->xfer->tiering, b, length);
+	return read_target(r->b->xfer->tiering, r->b, length);
 }
 
 static void on_l3_read(struct l3_read *rd, int status)
@@ -141,8 +144,7 @@ static void on_l3_read(struct l3_read *rd, int status)
 	struct tier_block *b = ((struct tier_l3_read *)rd)->b;
 	struct tier_xfer *x = b->xfer;
 	uint32_t length = rd->op.length;
-	free(b->l3rd); /* rd with it */
-	b->l3rd = NULL;
+	free(rd); /* the tier_l3_read */
 	if (status) {
 		l2_read_undo(x->tiering, b, -ENOENT);
 	} else {
@@ -161,9 +163,9 @@ static void load_from_l3(struct tiering *t, struct tier_xfer *x, struct tier_blo
 	struct tier_l3_read *r = calloc(1, sizeof(*r));
 	if (!r)
 		return;
-	b->room = room;
 	b->from_l3 = true;
 	r->b = b;
+	r->room = room;
 	r->rd.target = l3_target;
 	r->rd.done = on_l3_read;
 	if (l3_read_begin(&t->l3->l3, ns, key, rank, (uint32_t)arena_slot_size(ns->block_bytes),
@@ -171,7 +173,6 @@ static void load_from_l3(struct tiering *t, struct tier_xfer *x, struct tier_blo
 		free(r);
 		return;
 	}
-	b->l3rd = r;
 	x->pending++;
 }
 
@@ -275,9 +276,7 @@ static void load_block(struct tiering *t, struct tier_xfer *x, struct tier_block
 		b->ns = ns;   /* for read_target */
 		b->key = *key;
 		b->rank = rank;
-		if (read_through_on(t) && l2_part_length(t->l2, ns, key, rank) >= 0)
-			load_from_l2(t, x, b, ns, rank, key, room);
-		else if (t->l3)
+		if (!(read_through_on(t) && load_from_l2(t, x, b, ns, rank, key, room)) && t->l3)
 			load_from_l3(t, x, b, ns, rank, key, room);
 		return;
 	}

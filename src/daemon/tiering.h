@@ -49,9 +49,7 @@ struct tier_block {
 	uint8_t *staging;          /* where an L2 read's bytes go once read */
 	struct tier_xfer *xfer;
 	struct l2_read rd;
-	struct tier_l3_read *l3rd; /* an L3 read in flight (PROMOTING or BOUNCING from L3) */
 	bool from_l3;              /* PROMOTING or BOUNCING: read from L3, not L2 */
-	uint32_t room;             /* a LOAD's room in staging */
 	/* A STORE's part, kept for a retry while WAITING. */
 	const struct kvt_ns *ns;
 	struct kvt_key key;
