@@ -272,11 +272,26 @@ static int header_check(struct l3_op *op)
 	return 0;
 }
 
+/* An open refused O_DIRECT (EINVAL: the file system does not take it): again, buffered. */
+static bool reopen_buffered(struct l3_op *op, int res)
+{
+	if (res != -EINVAL || !op->direct)
+		return false;
+	op->direct = false;
+	go(op, op->step);
+	return true;
+}
+
+static struct l3_op *op_of_job(struct offload_job *job)
+{
+	return (struct l3_op *)((char *)job - offsetof(struct l3_op, job));
+}
+
 /* --- checksums: on the offload thread when there is one --- */
 
 static void checksum_run(struct offload_job *job)
 {
-	struct l3_op *op = (struct l3_op *)((char *)job - offsetof(struct l3_op, job));
+	struct l3_op *op = op_of_job(job);
 	op->computed = XXH3_64bits(op->data, op->length);
 }
 
@@ -294,7 +309,7 @@ static void checksum(struct l3_op *op, void (*then)(struct offload_job *job))
 
 static void data_checked(struct offload_job *job)
 {
-	struct l3_op *op = (struct l3_op *)((char *)job - offsetof(struct l3_op, job));
+	struct l3_op *op = op_of_job(job);
 	if (op->computed != op->checksum)
 		quarantine(op);
 	else
@@ -307,13 +322,12 @@ static void read_step(struct l3_op *op, int res)
 	struct l3 *l3 = op->l3;
 	switch ((enum step)op->step) {
 	case READ_OPEN:
-		if (res == -EINVAL && op->direct) { /* no O_DIRECT on this file system */
-			op->direct = false;
-			go(op, READ_OPEN);
-		} else if (res < 0) {
+		if (reopen_buffered(op, res))
+			return;
+		if (res < 0) {
 			if (res != -ENOENT)
 				COUNT(l3, io_errors, 1);
-			finish(op, res == -ENOENT ? -ENOENT : res);
+			finish(op, res);
 		} else {
 			op->fd = res;
 			go(op, READ_HEADER);
@@ -404,13 +418,17 @@ int l3_read_begin(struct l3 *l3, const struct kvt_ns *ns, const struct kvt_key *
 
 /* --- publishes --- */
 
+/* A publish failed on path: counted, and L3 degraded for the reason err gives. */
+static void publish_fault(struct l3_op *op, int err, const char *path)
+{
+	COUNT(op->l3, io_errors, 1);
+	set_fault(op->l3, fault_of(err), err, path);
+}
+
 static void publish_fail(struct l3_op *op, int err)
 {
-	struct l3 *l3 = op->l3;
-	if (err != -EEXIST) {
-		COUNT(l3, io_errors, 1);
-		set_fault(l3, fault_of(err), err, op->path);
-	}
+	if (err != -EEXIST)
+		publish_fault(op, err, op->path);
 	op->status = err;
 	go(op, PUB_UNLINK);
 }
@@ -420,12 +438,10 @@ static void publish_step(struct l3_op *op, int res)
 	struct l3 *l3 = op->l3;
 	switch ((enum step)op->step) {
 	case PUB_OPEN:
-		if (res == -EINVAL && op->direct) {
-			op->direct = false;
-			go(op, PUB_OPEN);
-		} else if (res < 0) {
-			COUNT(l3, io_errors, 1);
-			set_fault(l3, fault_of(res), res, op->tmp);
+		if (reopen_buffered(op, res))
+			return;
+		if (res < 0) {
+			publish_fault(op, res, op->tmp);
 			finish(op, res);
 		} else {
 			op->fd = res;
@@ -435,8 +451,7 @@ static void publish_step(struct l3_op *op, int res)
 	case PUB_WRITE:
 		if (res < 0 || (uint64_t)res < L2FMT_BLOCK + l2fmt_align(op->length)) {
 			op->status = res < 0 ? res : -ENOSPC; /* a short write: the file system is full */
-			COUNT(l3, io_errors, 1);
-			set_fault(l3, fault_of(op->status), op->status, op->tmp);
+			publish_fault(op, op->status, op->tmp);
 			go(op, CLOSE); /* then PUB_UNLINK: see publish_closed */
 			return;
 		}
@@ -511,7 +526,7 @@ static void tmp_name(struct l3 *l3, struct l3_op *op, const char *what)
 /* The data's checksum is known: the header, then the temporary. */
 static void publish_checked(struct offload_job *job)
 {
-	struct l3_op *op = (struct l3_op *)((char *)job - offsetof(struct l3_op, job));
+	struct l3_op *op = op_of_job(job);
 	struct l2fmt_record r = {.ns_digest = op->ns_digest, .key = op->key, .rank = op->rank,
 				 .tp_size = op->tp_size, .length = op->length,
 				 .data_checksum = op->computed};
@@ -559,10 +574,9 @@ static void probe_step(struct l3_op *op, int res)
 		return;
 	}
 	case PROBE_OPEN:
-		if (res == -EINVAL && op->direct) {
-			op->direct = false;
-			go(op, PROBE_OPEN);
-		} else if (res < 0) {
+		if (reopen_buffered(op, res))
+			return;
+		if (res < 0) {
 			finish(op, res);
 		} else {
 			op->fd = res;

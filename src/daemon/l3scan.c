@@ -21,15 +21,12 @@
 struct file {
 	struct timespec mtime;
 	uint64_t bytes;
-	struct l3scan_part part;
-	uint32_t dir;                /* index of its directory in the walk's list */
+	struct l3scan_part part;     /* its path is l3_part_path's of these */
 };
 
 struct walk {
 	struct file *files;
 	uint64_t n, cap;
-	char (*dirs)[64];            /* "NSDIGEST/AA/BB" of each leaf directory */
-	uint32_t ndirs, dircap;
 	uint64_t bytes;
 };
 
@@ -56,20 +53,6 @@ static bool push_file(struct walk *w, const struct file *f)
 	return true;
 }
 
-static bool push_dir(struct walk *w, const char *rel)
-{
-	if (w->ndirs == w->dircap) {
-		uint32_t cap = w->dircap ? 2 * w->dircap : 256;
-		char(*nd)[64] = realloc(w->dirs, cap * sizeof(*nd));
-		if (!nd)
-			return false;
-		w->dirs = nd;
-		w->dircap = cap;
-	}
-	snprintf(w->dirs[w->ndirs++], 64, "%s", rel);
-	return true;
-}
-
 /* Calls fn for each subdirectory name of path (not . and ..). */
 static void each_subdir(struct l3scan *s, const char *path,
 			void (*fn)(struct l3scan *s, struct walk *w, const char *path,
@@ -87,6 +70,7 @@ static void each_subdir(struct l3scan *s, const char *path,
 	closedir(d);
 }
 
+/* A leaf directory's parts: files at the very path l3_part_path gives their name (no stray). */
 static void walk_leaf(struct l3scan *s, struct walk *w, const char *path, const char *rel)
 {
 	DIR *d = opendir(path);
@@ -95,14 +79,16 @@ static void walk_leaf(struct l3scan *s, struct walk *w, const char *path, const 
 		return;
 	}
 	uint64_t digest = strtoull(rel, NULL, 16);
-	if (!push_dir(w, rel)) {
-		closedir(d);
-		return;
-	}
+	char found[1024 + 256], canonical[L3_PATH_MAX];
 	for (struct dirent *e; (e = readdir(d));) {
-		struct file f = {.dir = w->ndirs - 1, .part.ns_digest = digest};
+		struct file f = {.part.ns_digest = digest};
 		struct stat st;
 		if (e->d_name[0] == '.' || l3_name_parse(e->d_name, &f.part.key, &f.part.rank))
+			continue;
+		snprintf(found, sizeof(found), "%s/%s", path, e->d_name);
+		if (l3_part_path(canonical, sizeof(canonical), s->root, digest, &f.part.key,
+				 f.part.rank) ||
+		    strcmp(found, canonical))
 			continue;
 		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW)) {
 			scan_error(s, e->d_name, errno);
@@ -146,14 +132,12 @@ static void enforce_cap(struct l3scan *s, struct walk *w)
 		return;
 	qsort(w->files, w->n, sizeof(*w->files), older);
 	uint64_t low = (uint64_t)((double)s->cap * L3SCAN_LOW), i = 0;
-	char path[1024], k[2 * KVT_KEY_BYTES + 1];
+	char path[L3_PATH_MAX];
 	for (; i < w->n && w->bytes > low; i++) {
 		const struct file *f = &w->files[i];
-		for (size_t j = 0; j < KVT_KEY_BYTES; j++)
-			snprintf(k + 2 * j, 3, "%02x", f->part.key.bytes[j]);
-		snprintf(path, sizeof(path), "%s/v1/%s/%s.%u", s->root, w->dirs[f->dir], k,
-			 f->part.rank);
 		w->bytes -= f->bytes;
+		(void)l3_part_path(path, sizeof(path), s->root, f->part.ns_digest, &f->part.key,
+				   f->part.rank); /* it fit when the walk found the file */
 		if (unlink(path) == 0)
 			ADD(s, files_removed, 1);
 		else
@@ -210,7 +194,6 @@ static void walk_once(struct l3scan *s)
 	for (uint64_t i = 0; parts && i < w.n; i++)
 		parts[i] = w.files[i].part;
 	free(w.files);
-	free(w.dirs);
 	ADD(s, scans, 1);
 	if (parts)
 		s->seen(s->ctx, parts, w.n);

@@ -57,6 +57,21 @@ static void known_free(struct l3_known *k)
 	free(k);
 }
 
+/* A rank's bit in an entry's ranks (none past 63: such parts are never known, a miss). */
+static uint64_t rank_bit(uint16_t rank)
+{
+	return rank < 64 ? UINT64_C(1) << rank : 0;
+}
+
+static void known_insert(struct l3_known *k, struct known_entry *e, uint64_t hash,
+			 uint64_t digest, const struct kvt_key *key)
+{
+	e->e.hash = hash;
+	e->e.ns_tag = digest;
+	e->e.key = *key;
+	index_insert(&k->ix, &e->e);
+}
+
 static struct known_entry *known_find(const struct l3_known *k, uint64_t digest,
 				      const struct kvt_key *key, uint64_t *hash)
 {
@@ -74,14 +89,11 @@ static void known_add(struct l3_known *k, uint64_t digest, const struct kvt_key 
 	if (!e) {
 		if (!(e = calloc(1, sizeof(*e))))
 			return; /* lookups miss it: a recompute, never a fault */
-		e->e.hash = hash;
-		e->e.ns_tag = digest;
-		e->e.key = *key;
 		e->next_all = k->all;
 		k->all = e;
-		index_insert(&k->ix, &e->e);
+		known_insert(k, e, hash, digest, key);
 	}
-	e->ranks |= rank < 64 ? UINT64_C(1) << rank : 0;
+	e->ranks |= rank_bit(rank);
 	e->added_ms = dp_now_ms();
 }
 
@@ -112,12 +124,9 @@ static void walk_seen(void *ctx, struct l3scan_part *parts, uint64_t n)
 		struct known_entry *e = known_find(k, parts[i].ns_digest, &parts[i].key, &hash);
 		if (!e) {
 			e = &block[used++];
-			e->e.hash = hash;
-			e->e.ns_tag = parts[i].ns_digest;
-			e->e.key = parts[i].key;
-			index_insert(&k->ix, &e->e);
+			known_insert(k, e, hash, parts[i].ns_digest, &parts[i].key);
 		}
-		e->ranks |= parts[i].rank < 64 ? UINT64_C(1) << parts[i].rank : 0;
+		e->ranks |= rank_bit(parts[i].rank);
 	}
 	free(parts);
 	pthread_mutex_lock(&s->seen_lock);
@@ -219,7 +228,6 @@ static void pub_release(struct l3svc_pub *pub)
 	pub->pinned = false;
 	pub->bounce = NULL;
 	pub->busy = false;
-	pub->s->pubs_busy--;
 }
 
 static void published(struct l3_publish *p, int status)
@@ -301,7 +309,7 @@ static void publish_next(struct l3svc *s, struct l3svc_pub *pub)
 		COUNT(s, publish_skipped, 1);
 		return;
 	}
-	if (known_ranks(s->known, ns->digest, &e.key) & (UINT64_C(1) << (e.rank & 63))) {
+	if (known_ranks(s->known, ns->digest, &e.key) & rank_bit(e.rank)) {
 		atomic_fetch_add_explicit(&s->l3.stats.publish_present, 1, memory_order_relaxed);
 		return;
 	}
@@ -310,7 +318,6 @@ static void publish_next(struct l3svc *s, struct l3svc_pub *pub)
 	pub->key = e.key;
 	pub->rank = e.rank;
 	pub->busy = true;
-	s->pubs_busy++;
 	if (l1_load_begin(s->l1, ns, &e.key, e.rank, &pub->ref) == 0) {
 		pub->pinned = true; /* the pin keeps the namespace too (it has an item) */
 		publish_bytes(pub, ns, pub->ref.data, pub->ref.length);
@@ -394,21 +401,18 @@ int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
 	s->offload_open = true;
 	s->l3.offload = &s->offload;
 	s->hashed_src = (struct loop_source){.fd = s->offload.eventfd, .on_event = on_hashed};
-	if ((err = loop_add(loop, &s->hashed_src, EPOLLIN))) {
-		log_error("l3: event loop: %s", strerror(-err));
-		return err;
-	}
 	s->ring_src = (struct loop_source){.fd = l3_event_fd(&s->l3), .on_event = on_ring};
 	s->seen_src = (struct loop_source){.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC),
 					   .on_event = on_seen};
-	if (s->seen_src.fd < 0 || (err = loop_add(loop, &s->ring_src, EPOLLIN)) ||
+	if (s->seen_src.fd < 0 || (err = loop_add(loop, &s->hashed_src, EPOLLIN)) ||
+	    (err = loop_add(loop, &s->ring_src, EPOLLIN)) ||
 	    (err = loop_add(loop, &s->seen_src, EPOLLIN)) ||
 	    (err = loop_add_timer(loop, &s->probe_timer, 1000, probe_tick))) {
 		log_error("l3: event loop: %s", strerror(err ? -err : errno));
 		return err ? err : -errno;
 	}
-	loop_add_hook(loop, &s->submit_hook);
 	s->submit_hook.run = pump;
+	loop_add_hook(loop, &s->submit_hook);
 	if ((err = l3scan_start(&s->scan, s->l3.root, cfg->l3_size, (uint32_t)cfg->l3_scan_ms,
 				walk_seen, s))) {
 		log_error("l3: cannot start the keeper thread: %s", strerror(-err));

@@ -70,7 +70,7 @@ struct l3svc {
 	struct l3svc_pending *pending; /* a ring of pending_cap */
 	uint32_t pending_head, pending_count, pending_cap;
 	struct l3svc_pub *pubs;        /* l3-queue-depth publish slots */
-	uint32_t npubs, pubs_busy;
+	uint32_t npubs;
 	struct l3_known *known;        /* the last walk's parts (built on the keeper's thread) */
 	struct l3_known *recent;       /* parts published or read since */
 	pthread_mutex_t seen_lock;
