@@ -422,9 +422,35 @@ def time_it(args, model, s, sess, toks, out):
         if n != p or sess.ran != len(sess.graphs) or not sess.graphs:
             sess.resume(n, toks[n:])               # a shorter prefix: the groups' work is redone
 
+    steps = ("_keys", "_group_keys", "_cached_chunks")
+
+    def marks():
+        """When, from the call, load's steps ended (its keys, its layer groups' block keys,
+        its LOOKUP) and each layer group landed, in ms."""
+        got = []
+
+        def timed_step(fn):
+            def step(*a):
+                r = fn(*a)
+                got.append(time.perf_counter())
+                return r
+            return step
+        for name in steps:
+            setattr(s, name, timed_step(getattr(s, name)))
+        model.sync()
+        t = time.perf_counter()
+        s.load(toks[:-1], on_group=lambda g, n: got.append(time.perf_counter()))
+        for name in steps:
+            delattr(s, name)
+        return [(m - t) * 1e3 for m in got]
+
     out["ttft_recompute_ms"] = timed(model, lambda: model(toks, model.cache_cls()), args.repeats)
     out["ttft_l1_ms"] = timed(model, from_kvtier, args.repeats)
     out["load_l1_ms"] = timed(model, lambda: s.load(toks[:-1]), args.repeats)
+    runs = [marks() for _ in range(args.repeats)]
+    median = [round(statistics.median(r[i] for r in runs), 2) for i in range(len(runs[0]))]
+    out["load_marks_ms"] = {"keys": median[0], "group_keys": median[1], "lookup": median[2],
+                            "groups": median[len(steps):]}
     out["step_ms"] = timed(model, lambda: sess.step(toks[-1], p), args.repeats)
     out["step_eager_ms"] = timed(model, lambda: sess.step(toks[-1], p, eager=True), args.repeats)
     out["forward"] = sess.how

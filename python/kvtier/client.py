@@ -3,6 +3,7 @@ one namespace with its lanes, staging buffers (shm, cuda_vmm, cuda_ipc),
 LOOKUP with leases, STORE and LOAD, blocking and asynchronous. Imports no
 torch. A Client is used by one thread at a time per lane, as libkvtier's."""
 
+import array
 import ctypes
 import errno
 
@@ -11,23 +12,32 @@ from ._lib import lib
 from .errors import KvtierError, check
 
 
-def _key(k):
-    """A 16-byte key (bytes-like of at least 16 bytes: the first 16 are used)."""
+def _key_bytes(k):
+    """The 16 bytes of a key (bytes-like of at least 16 bytes: the first 16 are used)."""
     b = bytes(k)
     if len(b) < _lib.KEY_BYTES:
         raise ValueError(f"a key has {_lib.KEY_BYTES} bytes, got {len(b)}")
-    out = _lib.Key()
-    ctypes.memmove(out.bytes, b, _lib.KEY_BYTES)
-    return out
+    return b[:_lib.KEY_BYTES]
+
+
+def _key(k):
+    return _lib.Key.from_buffer_copy(_key_bytes(k))
 
 
 def keys_array(keys):
     """A ctypes array of Key from an iterable of bytes-like keys."""
-    keys = list(keys)
-    arr = (_lib.Key * max(len(keys), 1))()
-    for i, k in enumerate(keys):
-        arr[i] = _key(k)
-    return arr, len(keys)
+    raw = b"".join(_key_bytes(k) for k in keys)
+    n = len(raw) // _lib.KEY_BYTES
+    return (_lib.Key * max(n, 1)).from_buffer_copy(raw or bytes(_lib.KEY_BYTES)), n
+
+
+def int32_array(values):
+    """A ctypes int32 array (at least one element) of a sequence of ints, built in C
+    (array.array) rather than element by element: token lists run to tens of thousands."""
+    a = array.array("i", values)  # C int: 32 bits on every Linux ABI
+    if not a:
+        a.append(0)
+    return (ctypes.c_int32 * len(a)).from_buffer(a)  # keeps a alive
 
 
 def version():
@@ -55,7 +65,7 @@ def format_size(nbytes):
 def key_chain_next(parent, tokens):
     """The key after parent (None: the chain's first) for one block's tokens."""
     toks = list(tokens)
-    arr = (ctypes.c_int32 * max(len(toks), 1))(*toks)
+    arr = int32_array(toks)
     out = _lib.Key()
     p = ctypes.byref(_key(parent)) if parent is not None else None
     lib.kvt_key_chain_next(p, arr, len(toks), ctypes.byref(out))
@@ -66,7 +76,7 @@ def key_chain(tokens, block_tokens):
     """The prefix chain of keys of a token list: one per whole block of block_tokens."""
     tokens = list(tokens)
     n = len(tokens) // block_tokens if block_tokens else 0
-    toks = (ctypes.c_int32 * max(len(tokens), 1))(*tokens)
+    toks = int32_array(tokens)
     keys = (_lib.Key * max(n, 1))()
     got = check(lib.kvt_key_chain(toks, len(tokens), block_tokens, keys, n), "key_chain")
     return [bytes(keys[i].bytes) for i in range(got)]

@@ -160,27 +160,31 @@ class PrefixStore:
         if self.gpu:
             torch.cuda.synchronize(self.device)
 
-    def _transfer(self, load, keys, on_group=None):
-        """Moves keys' chunks between kvtierd and the area's first chunks, one request per layer
-        group in group order; the chunks that came through in every group before the first
-        failure. on_group(g) runs as group g lands, in group order, while every group so far
-        landed whole."""
+    def _group_keys(self, keys):
+        """Per layer group, the block keys of the chunks keyed keys."""
+        return [[block_key(k, g, self.G) for k in keys] for g in range(self.G)]
+
+    def _transfer(self, load, group_keys, on_group=None):
+        """Moves the chunks of group_keys (per group, as _group_keys gives) between kvtierd and
+        the area's first chunks, one request per layer group in group order; the chunks that
+        came through in every group before the first failure. on_group(g) runs as group g
+        lands, in group order, while every group so far landed whole."""
         submit = self.pipeline.submit_load if load else self.pipeline.submit_store
         first = self._req + 1
-        for g in range(self.G):
+        nkeys = len(group_keys[0])
+        for g, keys in enumerate(group_keys):
             self._req += 1
-            submit(self._req, [block_key(k, g, self.G) for k in keys],
-                   [g * self.group_blocks + c for c in range(len(keys))])
-        landed, good, whole, next_g = {}, len(keys), True, 0
+            submit(self._req, keys, [g * self.group_blocks + c for c in range(nkeys)])
+        landed, good, whole, next_g = {}, nkeys, True, 0
         while next_g < self.G:
             if next_g not in landed:
                 self.pipeline.wait_finished(load)
                 for f in self.pipeline.finished(load=load):
                     self.stats["failed_chunks"] += len(f.failed)
-                    landed[f.req_id - first] = min(f.failed) if f.failed else len(keys)
+                    landed[f.req_id - first] = min(f.failed) if f.failed else nkeys
                 continue
             good = min(good, landed[next_g])
-            whole = whole and landed[next_g] == len(keys)
+            whole = whole and landed[next_g] == nkeys
             if whole and on_group:
                 on_group(next_g)
             next_g += 1
@@ -205,7 +209,7 @@ class PrefixStore:
                     dst[:, :, :n].copy_(src[:, :, :n])
                     dst[:, :, n:len(keys) * self.C].zero_()  # a tail block past its tokens
         self._sync()  # the forward pass that wrote the cache, and the copies, are done
-        good = self._transfer(False, keys)
+        good = self._transfer(False, self._group_keys(keys))
         stored = min(good * self.C, n)
         self.stats["saved_tokens"] += stored
         return stored
@@ -213,17 +217,16 @@ class PrefixStore:
     def _keys(self, tokens):
         return prefix_keys(list(tokens)[:self.capacity], self.C)
 
-    def _cached_chunks(self, keys):
-        """Leading chunks of keys kvtierd holds in every layer group (a LOOKUP, no lease)."""
-        if not keys:
-            return 0
-        blocks = [block_key(k, g, self.G) for k in keys for g in range(self.G)]
-        return self.pipeline.client.lookup(blocks).hits // self.G
+    def _cached_chunks(self, group_keys):
+        """Leading chunks kvtierd holds in every layer group (a LOOKUP, no lease)."""
+        blocks = [k for chunk in zip(*group_keys) for k in chunk]
+        return self.pipeline.client.lookup(blocks).hits // self.G if blocks else 0
 
     def cached_tokens(self, tokens):
         """Tokens of tokens' prefix kvtierd holds (a LOOKUP, no lease)."""
         tokens = list(tokens)
-        return min(self._cached_chunks(self._keys(tokens)) * self.C, len(tokens))
+        return min(self._cached_chunks(self._group_keys(self._keys(tokens))) * self.C,
+                   len(tokens))
 
     def load(self, tokens, on_group=None):
         """Loads the longest cached prefix of tokens into the area's first positions and
@@ -235,13 +238,14 @@ class PrefixStore:
         so that a model may compute group g's layers at position n at once. When load
         returns less than that n, what was computed from it is to be thrown away."""
         tokens = list(tokens)
-        keys = self._keys(tokens)
-        hits = self._cached_chunks(keys)
+        group_keys = self._group_keys(self._keys(tokens))
+        hits = self._cached_chunks(group_keys)
         if not hits:
             return 0
         planned = min(hits * self.C, len(tokens))
         cb = (lambda g: on_group(g, planned)) if on_group else None
-        n = min(self._transfer(True, keys[:hits], cb) * self.C, len(tokens))
+        n = min(self._transfer(True, [keys[:hits] for keys in group_keys], cb) * self.C,
+                len(tokens))
         self.stats["restored_tokens"] += n
         return n
 

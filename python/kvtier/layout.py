@@ -15,6 +15,7 @@ import ctypes
 
 from . import _lib
 from ._lib import lib
+from .client import int32_array
 from .errors import check
 
 LAYOUTS = {
@@ -104,7 +105,7 @@ class KVLayout:
 
 
 def _kv_copy(fn, what, layout, staging_ptr, block_ids, stream):
-    ids = (ctypes.c_int32 * len(block_ids))(*block_ids)
+    ids = int32_array(block_ids)
     check(fn(ctypes.byref(layout.c), ctypes.c_void_p(staging_ptr), ids, len(block_ids),
              ctypes.c_void_p(stream or 0)), what)
 

@@ -8,7 +8,7 @@ import errno
 
 from . import _lib
 from ._lib import lib
-from .client import Client, keys_array
+from .client import Client, int32_array, keys_array
 from .errors import KvtierError, check
 
 
@@ -63,7 +63,7 @@ class Pipeline:
         if len(block_ids) != n * self.ids_per_block:
             raise ValueError(f"{n} keys of {self.ids_per_block} cache blocks each, "
                              f"but {len(block_ids)} block ids")
-        ids = (ctypes.c_int32 * max(len(block_ids), 1))(*block_ids)
+        ids = int32_array(block_ids)
         return _lib.Transfer(req_id, ctypes.cast(karr, ctypes.POINTER(_lib.Key)),
                              ctypes.cast(ids, ctypes.POINTER(ctypes.c_int32)), n)
 
