@@ -84,6 +84,15 @@ KVT_API void kvt_key_chain_next(const struct kvt_key *parent, const int32_t *tok
 			size_t ntokens, struct kvt_key *out);
 
 /*
+ * out[i] = the key after parents[i] for the same tokens, for each i < n:
+ * the children of many keys by one step in one call (the per-layer-group
+ * keys of a prefix's blocks, say, which a binding's loop would make one
+ * foreign call each). out may be parents.
+ */
+KVT_API void kvt_key_chain_each(const struct kvt_key *parents, size_t n, const int32_t *tokens,
+			size_t ntokens, struct kvt_key *out);
+
+/*
  * Keys of every full block of block_tokens tokens in tokens[0..ntokens),
  * at most max_keys of them. Returns the number written, or -EINVAL when
  * block_tokens is 0. A trailing partial block gets no key.

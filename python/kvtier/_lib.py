@@ -144,6 +144,8 @@ _PROTOTYPES = {
     "kvt_key_chain": (_int, [_P(ctypes.c_int32), ctypes.c_size_t, ctypes.c_size_t, _P(Key),
                              ctypes.c_size_t]),
     "kvt_key_chain_next": (None, [_P(Key), _P(ctypes.c_int32), ctypes.c_size_t, _P(Key)]),
+    "kvt_key_chain_each": (None, [_P(Key), ctypes.c_size_t, _P(ctypes.c_int32), ctypes.c_size_t,
+                                  _P(Key)]),
     "kvt_client_open": (_int, [_P(ClientOptions), _P(_vp)]),
     "kvt_client_close": (None, [_vp]),
     "kvt_client_lanes": (ctypes.c_uint, [_vp]),

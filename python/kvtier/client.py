@@ -31,6 +31,12 @@ def keys_array(keys):
     return (_lib.Key * max(n, 1)).from_buffer_copy(raw or bytes(_lib.KEY_BYTES)), n
 
 
+def _keys_list(arr, n):
+    """The first n keys of a ctypes Key array, as bytes."""
+    raw = bytes(arr)
+    return [raw[i:i + _lib.KEY_BYTES] for i in range(0, n * _lib.KEY_BYTES, _lib.KEY_BYTES)]
+
+
 def int32_array(values):
     """A ctypes int32 array (at least one element) of a sequence of ints, built in C
     (array.array) rather than element by element: token lists run to tens of thousands."""
@@ -72,6 +78,14 @@ def key_chain_next(parent, tokens):
     return bytes(out.bytes)
 
 
+def key_chain_each(parents, tokens):
+    """[key_chain_next(p, tokens) for p in parents], in one call into libkvtier."""
+    arr, n = keys_array(parents)
+    toks = list(tokens)
+    lib.kvt_key_chain_each(arr, n, int32_array(toks), len(toks), arr)
+    return _keys_list(arr, n)
+
+
 def key_chain(tokens, block_tokens):
     """The prefix chain of keys of a token list: one per whole block of block_tokens."""
     tokens = list(tokens)
@@ -79,7 +93,7 @@ def key_chain(tokens, block_tokens):
     toks = int32_array(tokens)
     keys = (_lib.Key * max(n, 1))()
     got = check(lib.kvt_key_chain(toks, len(tokens), block_tokens, keys, n), "key_chain")
-    return [bytes(keys[i].bytes) for i in range(got)]
+    return _keys_list(keys, got)
 
 
 class LookupResult:
@@ -294,5 +308,5 @@ def mmap_view(buf):
     return memoryview(buf.view).cast("B")
 
 
-__all__ = ["Client", "ShmBuffer", "LookupResult", "key_chain", "key_chain_next", "version",
-           "strerror", "parse_size", "format_size", "mmap_view", "keys_array"]
+__all__ = ["Client", "ShmBuffer", "LookupResult", "key_chain", "key_chain_next", "key_chain_each",
+           "version", "strerror", "parse_size", "format_size", "mmap_view", "keys_array"]

@@ -27,7 +27,7 @@ grouped_area() (one tensor ordered layer, K|V, head, token, dim) has."""
 
 import torch
 
-from .client import key_chain, key_chain_next
+from .client import key_chain, key_chain_each, key_chain_next
 from .layout import KVLayout
 from .pipeline import Pipeline
 
@@ -161,8 +161,11 @@ class PrefixStore:
             torch.cuda.synchronize(self.device)
 
     def _group_keys(self, keys):
-        """Per layer group, the block keys of the chunks keyed keys."""
-        return [[block_key(k, g, self.G) for k in keys] for g in range(self.G)]
+        """Per layer group, the block keys of the chunks keyed keys (block_key's, one call into
+        libkvtier per group)."""
+        if self.G == 1:
+            return [list(keys)]
+        return [key_chain_each(keys, [GROUP_MARK - g]) for g in range(self.G)]
 
     def _transfer(self, load, group_keys, on_group=None):
         """Moves the chunks of group_keys (per group, as _group_keys gives) between kvtierd and

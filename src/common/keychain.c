@@ -30,6 +30,13 @@ void kvt_key_chain_next(const struct kvt_key *parent, const int32_t *tokens,
 	memcpy(out->bytes, canon.digest, KVT_KEY_BYTES);
 }
 
+void kvt_key_chain_each(const struct kvt_key *parents, size_t n, const int32_t *tokens,
+			size_t ntokens, struct kvt_key *out)
+{
+	for (size_t i = 0; i < n; i++)
+		kvt_key_chain_next(&parents[i], tokens, ntokens, &out[i]); /* reads all, then writes */
+}
+
 int kvt_key_chain(const int32_t *tokens, size_t ntokens, size_t block_tokens,
 		  struct kvt_key *keys, size_t max_keys)
 {

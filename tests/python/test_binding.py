@@ -46,6 +46,16 @@ def test_sizes_and_key_chain_next():
     assert [k0, k1] == kvtier.key_chain(range(1, 9), 4)
 
 
+def test_key_chain_each_is_key_chain_next_per_parent():
+    parents = kvtier.key_chain(list(range(40)), 4)
+    want = [kvtier.key_chain_next(p, [-2, 7]) for p in parents]
+    assert kvtier.key_chain_each(parents, [-2, 7]) == want
+    assert kvtier.key_chain_each(parents[:1], []) == [kvtier.key_chain_next(parents[0], [])]
+    assert kvtier.key_chain_each([], [1]) == []
+    with pytest.raises(ValueError):
+        kvtier.key_chain_each([b"short"], [1])
+
+
 def test_gpu_buffers_without_a_gpu(daemon):
     """This machine has no GPU: GPU staging is -KVT_ENOCUDA, said as such."""
     with kvtier.Client(daemon.socket, "m", BLOCK) as c:

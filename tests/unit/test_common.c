@@ -93,6 +93,23 @@ static void test_key_chain_matches_xxh3(void **state)
 	assert_memory_equal(keys[1].bytes, c.digest, 16);
 }
 
+static void test_key_chain_each_is_next_per_parent(void **state)
+{
+	(void)state;
+	int32_t tokens[8] = {1, 2, 3, 4, 5, 6, 7, 8}, step[2] = {-2, 9};
+	struct kvt_key parents[2], want[2], got[2];
+	assert_int_equal(kvt_key_chain(tokens, 8, 4, parents, 2), 2);
+	for (int i = 0; i < 2; i++)
+		kvt_key_chain_next(&parents[i], step, 2, &want[i]);
+	memset(got, 0xa5, sizeof(got));
+	kvt_key_chain_each(parents, 2, step, 2, got);
+	assert_memory_equal(got, want, sizeof(want));
+	kvt_key_chain_each(parents, 0, step, 2, got); /* n 0: nothing written */
+	assert_memory_equal(got, want, sizeof(want));
+	kvt_key_chain_each(parents, 2, step, 2, parents); /* in place */
+	assert_memory_equal(parents, want, sizeof(want));
+}
+
 static void test_key_chain_prefix_property(void **state)
 {
 	(void)state;
@@ -127,6 +144,7 @@ int main(void)
 		cmocka_unit_test(test_format_size),
 		cmocka_unit_test(test_strerror),
 		cmocka_unit_test(test_key_chain_matches_xxh3),
+		cmocka_unit_test(test_key_chain_each_is_next_per_parent),
 		cmocka_unit_test(test_key_chain_prefix_property),
 		cmocka_unit_test(test_version),
 	};
