@@ -12,7 +12,7 @@
 # from a carried folder (bench/carry.sh build/plain .devcarry); results in OUT.
 #
 #   bench/e2e.sh [CARRY-DIR]   LENGTHS=2048,8192,32768 REPEATS=5 L1=24GiB L2=16GiB CHUNK=256
-#                              LAYER_GROUPS=4 DEPTH=4 STAGING=16 (e2e_bench.py --layer-groups,
+#                              LAYER_GROUPS=4 DEPTH=4 STAGING=4 (e2e_bench.py --layer-groups,
 #                              --depth, --staging-chunks)
 #   E2E_MODEL=tiny CHUNK=16 bench/e2e.sh   (tests/python's CPU decoder: the flow, anywhere)
 set -u

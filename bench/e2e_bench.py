@@ -547,8 +547,11 @@ def main():
                     help="tokens per chunk (256: 9.4 MB blocks with 4 groups of Qwen3-8B)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--depth", type=int, default=4)
-    ap.add_argument("--staging-chunks", type=int, default=16,
-                    help="chunks a staging buffer holds (times the layer groups in blocks)")
+    ap.add_argument("--staging-chunks", type=int, default=4,
+                    help="chunks a staging buffer holds (times the layer groups in blocks); "
+                         "a buffer larger than a layer group's share of the load takes the "
+                         "start of the next group into the same batch, and the group lands "
+                         "only with it")
     ap.add_argument("--layer-groups", type=int, default=0,
                     help="a chunk is one block per group of layers, loaded group by group while "
                          "the last token's forward computes the groups landed (default: 4 for "
