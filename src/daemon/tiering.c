@@ -43,8 +43,8 @@ static void block_settled(struct tier_xfer *x)
 		copy_batch_seal(x->engine, &x->batch);
 }
 
-/* Gives back what an L2 read held: the slot being promoted into, or the bounce buffer. */
-static void l2_read_undo(struct tiering *t, struct tier_block *b, int32_t status)
+/* Gives back what an L2 or L3 read held: the slot being promoted into, or the bounce buffer. */
+static void read_undo(struct tiering *t, struct tier_block *b, int32_t status)
 {
 	if (b->state == TIER_BLOCK_PROMOTING)
 		l1_store_abort(t->l1, &b->ref);
@@ -53,22 +53,22 @@ static void l2_read_undo(struct tiering *t, struct tier_block *b, int32_t status
 	block_fail(b, status);
 }
 
-static void l2_read_arrived(struct tier_xfer *x, struct tier_block *b)
+/* An L2 or L3 read of length bytes is back: its block's copy to staging starts now. */
+static void read_arrived(struct tier_xfer *x, struct tier_block *b, uint32_t length)
 {
-	b->length = b->rd.length;
+	b->length = length;
 	const uint8_t *from = b->state == TIER_BLOCK_PROMOTING ? b->ref.data : b->bounce;
 	copy_add(x->engine, &x->batch, b->staging, from, b->length);
 }
 
-/* An L2 read is back: its block's copy to staging starts now. */
 static void on_l2_read(struct l2_read *rd, int status)
 {
 	struct tier_block *b = (struct tier_block *)((char *)rd - offsetof(struct tier_block, rd));
 	struct tier_xfer *x = b->xfer;
 	if (status) /* an I/O error or a checksum failure: a miss, counted by L2 */
-		l2_read_undo(x->tiering, b, -ENOENT);
+		read_undo(x->tiering, b, -ENOENT);
 	else
-		l2_read_arrived(x, b);
+		read_arrived(x, b, b->rd.length);
 	block_settled(x);
 }
 
@@ -97,9 +97,11 @@ static uint8_t *read_target(struct tiering *t, struct tier_block *b, uint32_t le
  * not hold the part (the block stays FAILED, -ENOENT).
  */
 static bool load_from_l2(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
-			 const struct kvt_ns *ns, uint16_t rank, const struct kvt_key *key,
 			 uint32_t room)
 {
+	const struct kvt_ns *ns = b->ns;
+	const struct kvt_key *key = &b->key;
+	uint16_t rank = b->rank;
 	int64_t len = l2_part_length(t->l2, ns, key, rank);
 	if (len < 0)
 		return false; /* L2 does not hold it: stays FAILED with -ENOENT */
@@ -115,9 +117,9 @@ static bool load_from_l2(struct tiering *t, struct tier_xfer *x, struct tier_blo
 	b->rd.done = on_l2_read;
 	int rc = l2_read_begin(t->l2, ns, key, rank, dst, cap, &b->rd);
 	if (rc < 0)
-		l2_read_undo(t, b, -ENOENT);
+		read_undo(t, b, -ENOENT);
 	else if (rc == 1) /* from a write buffer, copied already */
-		l2_read_arrived(x, b);
+		read_arrived(x, b, b->rd.length);
 	else
 		x->pending++;
 	return true;
@@ -146,10 +148,9 @@ static void on_l3_read(struct l3_read *rd, int status)
 	uint32_t length = rd->op.length;
 	free(rd); /* the tier_l3_read */
 	if (status) {
-		l2_read_undo(x->tiering, b, -ENOENT);
+		read_undo(x->tiering, b, -ENOENT);
 	} else {
-		b->rd.length = length;
-		l2_read_arrived(x, b);
+		read_arrived(x, b, length);
 		l3svc_read_one(x->tiering->l3, b->ns, &b->key, b->rank);
 	}
 	block_settled(x);
@@ -157,7 +158,6 @@ static void on_l3_read(struct l3_read *rd, int status)
 
 /* Reads a block L1 and L2 miss from L3; FAILED (-ENOENT) as it was when it cannot start. */
 static void load_from_l3(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
-			 const struct kvt_ns *ns, uint16_t rank, const struct kvt_key *key,
 			 uint32_t room)
 {
 	struct tier_l3_read *r = calloc(1, sizeof(*r));
@@ -168,8 +168,8 @@ static void load_from_l3(struct tiering *t, struct tier_xfer *x, struct tier_blo
 	r->room = room;
 	r->rd.target = l3_target;
 	r->rd.done = on_l3_read;
-	if (l3_read_begin(&t->l3->l3, ns, key, rank, (uint32_t)arena_slot_size(ns->block_bytes),
-			  &r->rd)) {
+	if (l3_read_begin(&t->l3->l3, b->ns, &b->key, b->rank,
+			  (uint32_t)arena_slot_size(b->ns->block_bytes), &r->rd)) {
 		free(r);
 		return;
 	}
@@ -273,11 +273,11 @@ static void load_block(struct tiering *t, struct tier_xfer *x, struct tier_block
 	int err = l1_load_begin(t->l1, ns, key, rank, &b->ref);
 	if (err == -ENOENT && (read_through_on(t) || t->l3)) {
 		block_fail(b, -ENOENT);
-		b->ns = ns;   /* for read_target */
+		b->ns = ns;
 		b->key = *key;
 		b->rank = rank;
-		if (!(read_through_on(t) && load_from_l2(t, x, b, ns, rank, key, room)) && t->l3)
-			load_from_l3(t, x, b, ns, rank, key, room);
+		if (!(read_through_on(t) && load_from_l2(t, x, b, room)) && t->l3)
+			load_from_l3(t, x, b, room);
 		return;
 	}
 	if (err) {

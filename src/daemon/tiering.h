@@ -50,7 +50,7 @@ struct tier_block {
 	struct tier_xfer *xfer;
 	struct l2_read rd;
 	bool from_l3;              /* PROMOTING or BOUNCING: read from L3, not L2 */
-	/* A STORE's part, kept for a retry while WAITING. */
+	/* The part: a STORE's, kept for a retry while WAITING; a LOAD's read from L2 or L3. */
 	const struct kvt_ns *ns;
 	struct kvt_key key;
 	uint16_t rank;
