@@ -45,9 +45,15 @@ def prefix_keys(tokens, chunk_tokens):
     return keys
 
 
+def group_block_keys(chunk_keys, group, groups):
+    """The keys of layer group group's blocks of chunks keyed chunk_keys (the chunks' own keys
+    when groups is 1), in one call into libkvtier."""
+    return list(chunk_keys) if groups == 1 else key_chain_each(chunk_keys, [GROUP_MARK - group])
+
+
 def block_key(chunk_key, group, groups):
-    """The key of layer group group's block of a chunk (the chunk's own key when groups is 1)."""
-    return chunk_key if groups == 1 else key_chain_next(chunk_key, [GROUP_MARK - group])
+    """The key of layer group group's block of a chunk."""
+    return group_block_keys([chunk_key], group, groups)[0]
 
 
 def grouped_area(num_layers, num_kv_heads, tokens, head_dim, dtype, device="cpu"):
@@ -161,11 +167,8 @@ class PrefixStore:
             torch.cuda.synchronize(self.device)
 
     def _group_keys(self, keys):
-        """Per layer group, the block keys of the chunks keyed keys (block_key's, one call into
-        libkvtier per group)."""
-        if self.G == 1:
-            return [list(keys)]
-        return [key_chain_each(keys, [GROUP_MARK - g]) for g in range(self.G)]
+        """Per layer group, the block keys of the chunks keyed keys."""
+        return [group_block_keys(keys, g, self.G) for g in range(self.G)]
 
     def _transfer(self, load, group_keys, on_group=None):
         """Moves the chunks of group_keys (per group, as _group_keys gives) between kvtierd and
