@@ -275,12 +275,26 @@ static bool can_take(const struct kvt_pipeline *p, const struct request *r, bool
 	return r->dispatched > 0 || !p->o.max_inflight || p->active < p->o.max_inflight;
 }
 
+/*
+ * b's batch may take one more request after its first? Only when no other
+ * buffer is free. A request sharing a batch with the next one finishes only
+ * once the next one's blocks have moved too, so while a buffer is idle the
+ * next request goes there and this one's tail travels alone; with the pool
+ * busy, the next request would wait for a buffer anyway, and a full batch
+ * moves small requests in fewer round trips.
+ */
+static bool can_group(const struct kvt_pipeline *p, const struct staging_buf *b)
+{
+	return b->nseg == 0 || p->free_count == 0;
+}
+
 /* Fills b from the queue's head: whole or split requests, all of one op. */
 static void batch_fill(struct kvt_pipeline *p, struct staging_buf *b)
 {
 	b->load = p->queue_head->load;
 	b->nblocks = b->nseg = 0;
-	while (b->nblocks < p->o.buffer_blocks && can_take(p, p->queue_head, b->load)) {
+	while (b->nblocks < p->o.buffer_blocks && can_group(p, b) &&
+	       can_take(p, p->queue_head, b->load)) {
 		struct request *r = p->queue_head;
 		uint32_t n = r->nblocks - r->dispatched;
 		if (n > p->o.buffer_blocks - b->nblocks)

@@ -2,9 +2,9 @@
  * test_pipeline.c — libkvtier's request-level pipeline in host mode
  * (shared-memory staging, host KV caches) against a real kvtierd: dispatch
  * and buffer reuse order at depth two, split and grouped requests finishing
- * once after their last batch, independent completion and per-request
- * failures, the max-inflight and pool-depth bounds, drain, and a daemon
- * that dies under the pipeline.
+ * once after their last batch, requests kept apart while buffers are free,
+ * independent completion and per-request failures, the max-inflight and
+ * pool-depth bounds, drain, and a daemon that dies under the pipeline.
  */
 #include "config.h"
 
@@ -180,12 +180,16 @@ static void test_depth_two_order_and_reuse(void **state)
 	assert_int_equal(dispatched[1], 1);
 	for (unsigned i = 2; i < nd; i++)
 		assert_int_equal(dispatched[i], completed[i - 2]);
-	/* The third batch groups a's last two blocks with b's first two. */
+	/* The third batch carries a's last two blocks. Sent with the pool full
+	 * (the other buffer still out), it groups them with b's first two; sent
+	 * while the other buffer was free too (both answers taken at once), it
+	 * leaves with a's alone and b goes whole in the fourth. */
 	for (unsigned i = 0; i < log.n; i++)
 		if (log.ev[i].type == KVT_PL_DISPATCH && log.ev[i].batch == 2) {
-			assert_int_equal(log.ev[i].nrequests, 2);
+			int grouped = log.ev[i].busy_buffers == 2;
+			assert_int_equal(log.ev[i].nrequests, grouped ? 2 : 1);
 			assert_int_equal(log.ev[i].first_req, 1);
-			assert_int_equal(log.ev[i].nblocks, 4);
+			assert_int_equal(log.ev[i].nblocks, grouped ? 4 : 2);
 		}
 	struct kvt_pipeline_result res[8];
 	assert_int_equal(collect(p, 0, res, 8), 2);
@@ -220,6 +224,51 @@ static void test_depth_two_order_and_reuse(void **state)
 	kvt_pipeline_close(p);
 	cache_free(&src);
 	cache_free(&dst);
+	stop(d);
+}
+
+/*
+ * With buffers free, a request's tail leaves alone: the next request takes
+ * a buffer of its own instead of sharing (and delaying) the tail's batch,
+ * however the submissions and the progress thread interleave.
+ */
+static void test_free_buffers_keep_requests_apart(void **state)
+{
+	(void)state;
+	struct daemon_fixture *d = start(flags);
+	struct cache k;
+	cache_init(&k, 4);
+	struct trace_log log = {0};
+	struct kvt_pipeline *p = open_pipeline(d, &k, 4, 4, 0, &log);
+	struct req a, b;
+	req_init(&a, 1, 0, 6, NULL);    /* 4 + 2 */
+	req_init(&b, 2, 100, 3, NULL);
+	daemon_pause(d);                /* no buffer comes back while both queue */
+	assert_int_equal(kvt_pipeline_submit_store(p, &a.t), 0);
+	assert_int_equal(kvt_pipeline_submit_store(p, &b.t), 0);
+	daemon_resume(d);
+	assert_int_equal(kvt_pipeline_drain(p, 60000), 0);
+	const uint32_t want_blocks[] = {4, 2, 3};
+	const uint64_t want_req[] = {1, 1, 2};
+	unsigned nd = 0;
+	for (unsigned i = 0; i < log.n; i++) {
+		const struct kvt_pipeline_event *ev = &log.ev[i];
+		if (ev->type != KVT_PL_DISPATCH)
+			continue;
+		assert_true(nd < 3);
+		assert_int_equal(ev->batch, nd);
+		assert_int_equal(ev->buffer, nd);
+		assert_int_equal(ev->nrequests, 1);
+		assert_int_equal(ev->first_req, want_req[nd]);
+		assert_int_equal(ev->nblocks, want_blocks[nd]);
+		nd++;
+	}
+	assert_int_equal(nd, 3);
+	struct kvt_pipeline_result res[4];
+	assert_int_equal(collect(p, 0, res, 4), 2);
+	assert_int_equal(res[0].nfailed + res[1].nfailed, 0);
+	kvt_pipeline_close(p);
+	cache_free(&k);
 	stop(d);
 }
 
@@ -390,6 +439,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_depth_two_order_and_reuse, teardown),
+		cmocka_unit_test_teardown(test_free_buffers_keep_requests_apart, teardown),
 		cmocka_unit_test_teardown(test_split_request_finishes_after_last_batch, teardown),
 		cmocka_unit_test_teardown(test_failures_are_per_request, teardown),
 		cmocka_unit_test_teardown(test_inflight_and_depth_bounds, teardown),
