@@ -269,12 +269,12 @@ static void *duplex_thread(void *arg)
 	return NULL;
 }
 
-static void usage(void)
+static void usage(int rc)
 {
-	fprintf(stderr,
+	fprintf(rc ? stderr : stdout,
 		"usage: kvtier-gpu-bench --socket PATH " MODEL_GEOMETRY_USAGE "\n"
 		"       [--requests 8] [--lanes 4] [--batch-blocks 16] [--kind vmm|ipc] [--repeats 3]\n");
-	exit(2);
+	exit(rc);
 }
 
 static void parse(int argc, char **argv, struct opts *o)
@@ -284,7 +284,7 @@ static void parse(int argc, char **argv, struct opts *o)
 	static const struct option lo[] = {
 		{"socket", 1, 0, 's'}, MODEL_GEOMETRY_OPTIONS, {"requests", 1, 0, 'r'},
 		{"lanes", 1, 0, 'l'}, {"batch-blocks", 1, 0, 'n'}, {"kind", 1, 0, 'k'},
-		{"repeats", 1, 0, 'R'}, {0, 0, 0, 0}};
+		{"repeats", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	int c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		unsigned v = optarg ? (unsigned)strtoul(optarg, NULL, 10) : 0;
@@ -297,12 +297,13 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'n': o->batch_blocks = v; break;
 		case 'R': o->repeats = v; break;
 		case 'k': o->kind = strcmp(optarg, "ipc") == 0 ? KVT_GPU_IPC : KVT_GPU_VMM; break;
-		default: usage();
+		case 'h': usage(0); break;
+		default: usage(2);
 		}
 	}
 	if (!o->socket || !model_geometry_valid(&o->m) || !o->requests || !o->lanes || o->lanes > 64 || !o->batch_blocks ||
 	    o->batch_blocks > 4096 || !o->repeats)
-		usage();
+		usage(2);
 }
 
 static void report(const char *phase, double seconds, uint64_t bytes, unsigned requests,

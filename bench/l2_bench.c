@@ -151,13 +151,17 @@ static double read_phase(struct l2 *l2, const struct kvt_ns *ns, uint64_t items,
 	return secs;
 }
 
+#define USAGE \
+	"--path FILE --size SIZE [--block-size SIZE (4 KiB multiple)] [--queue-depth N] " \
+	"[--region-size SIZE] [--json]"
+
 static struct opts parse(int argc, char **argv)
 {
 	struct opts o = {.block = 2u << 20, .qd = 32};
 	static const struct option lo[] = {
 		{"path", 1, 0, 'p'}, {"size", 1, 0, 's'}, {"block-size", 1, 0, 'b'},
 		{"queue-depth", 1, 0, 'q'}, {"region-size", 1, 0, 'r'}, {"json", 0, 0, 'j'},
-		{0, 0, 0, 0}};
+		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	int c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		int err = 0;
@@ -168,14 +172,14 @@ static struct opts parse(int argc, char **argv)
 		case 'r': err = kvt_parse_size(optarg, &o.region); break;
 		case 'q': o.qd = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'j': o.json = 1; break;
+		case 'h': printf("usage: kvtier-l2-bench %s\n", USAGE); exit(0);
 		default: exit(2);
 		}
 		if (err)
 			die(argv[optind - 1], optarg);
 	}
 	if (!o.path || !o.size || !o.qd || o.block % L2FMT_BLOCK)
-		die("usage", "--path FILE --size SIZE [--block-size SIZE (4 KiB multiple)] "
-			     "[--queue-depth N] [--region-size SIZE] [--json]");
+		die("usage", USAGE);
 	return o;
 }
 

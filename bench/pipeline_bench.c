@@ -228,13 +228,13 @@ static struct pass_result run_pass(struct workload *w, int load, unsigned concur
 	return r;
 }
 
-static void usage(void)
+static void usage(int rc)
 {
-	fprintf(stderr,
+	fprintf(rc ? stderr : stdout,
 		"usage: kvtier-pipeline-bench --socket PATH [--gpu] " MODEL_GEOMETRY_USAGE "\n"
 		"       [--requests 200] [--concurrency 8] [--depth 4] [--buffer-blocks 16]\n"
 		"       [--max-inflight CONCURRENCY] [--store-gbs GB/S] [--after-cold CMD]\n");
-	exit(2);
+	exit(rc);
 }
 
 static void parse(int argc, char **argv, struct opts *o)
@@ -245,7 +245,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{"socket", 1, 0, 's'}, {"gpu", 0, 0, 'g'}, MODEL_GEOMETRY_OPTIONS,
 		{"requests", 1, 0, 'r'}, {"concurrency", 1, 0, 'c'}, {"depth", 1, 0, 'd'},
 		{"buffer-blocks", 1, 0, 'n'}, {"max-inflight", 1, 0, 'm'},
-		{"store-gbs", 1, 0, 'S'}, {"after-cold", 1, 0, 'A'}, {0, 0, 0, 0}};
+		{"store-gbs", 1, 0, 'S'}, {"after-cold", 1, 0, 'A'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	int c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		unsigned v = optarg ? (unsigned)strtoul(optarg, NULL, 10) : 0;
@@ -261,11 +261,12 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'm': o->max_inflight = v; break;
 		case 'S': o->store_gbs = strtod(optarg, NULL); break;
 		case 'A': o->after_cold = optarg; break;
-		default: usage();
+		case 'h': usage(0); break;
+		default: usage(2);
 		}
 	}
 	if (!o->socket || !model_geometry_valid(&o->m) || !o->requests || !o->concurrency || o->concurrency > o->requests || o->depth < 2)
-		usage();
+		usage(2);
 	if (!o->max_inflight)
 		o->max_inflight = o->concurrency;
 }

@@ -266,12 +266,12 @@ static int check(int cond, const char *what)
 	return cond;
 }
 
-static void usage(void)
+static void usage(int rc)
 {
-	fprintf(stderr, "usage: kvtier-tp-bench --socket PATH [--ranks 2] [--devices N]\n"
+	fprintf(rc ? stderr : stdout, "usage: kvtier-tp-bench --socket PATH [--ranks 2] [--devices N]\n"
 			"       [--requests 4] [--blocks 64] [--block-bytes 18874368] [--repeats 3]\n"
 			"       [--kind ipc|vmm]\n");
-	exit(2);
+	exit(rc);
 }
 
 static void parse(int argc, char **argv, struct opts *o)
@@ -281,7 +281,7 @@ static void parse(int argc, char **argv, struct opts *o)
 	static const struct option lo[] = {
 		{"socket", 1, 0, 's'}, {"ranks", 1, 0, 'r'}, {"devices", 1, 0, 'd'},
 		{"requests", 1, 0, 'q'}, {"blocks", 1, 0, 'b'}, {"block-bytes", 1, 0, 'B'},
-		{"repeats", 1, 0, 'R'}, {"kind", 1, 0, 'k'}, {0, 0, 0, 0}};
+		{"repeats", 1, 0, 'R'}, {"kind", 1, 0, 'k'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	int c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		unsigned long long v = optarg ? strtoull(optarg, NULL, 10) : 0;
@@ -294,13 +294,14 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'B': o->block_bytes = v; break;
 		case 'R': o->repeats = (unsigned)v; break;
 		case 'k': o->kind = strcmp(optarg, "vmm") == 0 ? KVT_GPU_VMM : KVT_GPU_IPC; break;
-		default: usage();
+		case 'h': usage(0); break;
+		default: usage(2);
 		}
 	}
 	if (!o->socket || o->ranks < 2 || o->ranks > MAX_RANKS || !o->requests ||
 	    o->blocks_per_request < LANES || o->blocks_per_request % LANES ||
 	    o->block_bytes % (o->ranks * 4096u) || !o->repeats)
-		usage();
+		usage(2);
 }
 
 int main(int argc, char **argv)

@@ -688,8 +688,8 @@ void kvtd_config_print_help(const char *prog, FILE *out)
 {
 	fprintf(out,
 		"Usage: %s [OPTION]...\n"
-		"kvtierd: the kvtier daemon, a tiered (DRAM, then NVMe) KV-cache store\n"
-		"for LLM inference servers.\n\n",
+		"kvtierd: the kvtier daemon, a tiered KV-cache store for LLM inference\n"
+		"servers: DRAM (L1), NVMe (L2) and a shared file system (L3).\n\n",
 		prog);
 	for (size_t i = 0; i < NOPTIONS; i++) {
 		const struct option_def *o = &options[i];

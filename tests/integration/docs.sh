@@ -1,12 +1,22 @@
 #!/bin/sh
-# docs.sh — every flag kvtierd --help lists is documented in man/kvtierd.8 and
-# docs/configuration.md, and every documented flag exists; every endpoint of
+# docs.sh — every program answers --help; every flag kvtierd --help lists is
+# documented in man/kvtierd.8 and docs/configuration.md, and every documented
+# flag exists; every endpoint of
 # docs/api.md is in the man page and the other way round; every metric family
 # a daemon with L2 serves is in docs/api.md, and every one documented is served.
 . "${KVT_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 SRC=${KVT_SRCDIR:-$(dirname "$0")/../..}
 MAN=$SRC/man/kvtierd.8
 DOC=$SRC/docs/configuration.md
+
+# Every program the build made answers --help: its usage on stdout, exit 0.
+BUILD=$(dirname "$KVTIERD")
+for prog in kvtierd kvtier-bench kvtier-l1-bench kvtier-l2-bench kvtier-pipeline-bench \
+	kvtier-gpu-bench kvtier-tp-bench; do
+	[ -x "$BUILD/$prog" ] || continue
+	check "$prog --help exits 0 with its usage on stdout" \
+		sh -c '"$1" --help 2>/dev/null | grep -qi "usage"' sh "$BUILD/$prog"
+done
 
 "$KVTIERD" --help | grep -o -- '--[a-z0-9-]*' | sort -u >"$TMP/help.flags"
 check "--help lists flags" test -s "$TMP/help.flags"
