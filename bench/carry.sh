@@ -27,5 +27,7 @@ cp -L "$BUILD"/.libs/libkvtier.so.0 "$DEST/lib/"
 for b in "$DEST"/bin/*; do
 	LD_LIBRARY_PATH="$DEST/lib" ldd "$b" 2>/dev/null | awk '/=> \// {print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
-	while read -r lib; do cp -L "$lib" "$DEST/lib/"; done
+	while read -r lib; do
+		[ "$(dirname "$lib")" = "$DEST/lib" ] || cp -L "$lib" "$DEST/lib/" # libkvtier is there
+	done
 ls "$DEST/bin" "$DEST/lib"

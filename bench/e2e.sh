@@ -48,11 +48,11 @@ bench exact ttft --deterministic --no-timing
 # The disk's read ceiling, for the L2 bytes: next to the L2 file, in this run.
 DISK=$(disk_ceiling "$DIR" 1024)
 echo "disk read ceiling: ${DISK:-not measured (no fio, no uring_read)}" | tee "$OUT/disk-read.txt"
-bench ttft ttft --no-check --repeats "${REPEATS:-5}" --l2-port "$PORT" --disk-gbs "${DISK%% *}"
+bench ttft ttft --no-check --repeats "${REPEATS:-5}" --l2-port "$PORT" ${DISK:+--disk-gbs "${DISK%% *}"}
 grep -q '"bit_exact": false' "$OUT/exact.jsonl" && rc=1
 grep -q '"bit_exact": false' "$OUT/corrupt.jsonl" && rc=1
 "$PY" "$SRC/bench/e2e_plot.py" "$OUT/ttft.jsonl" "$OUT/e2e.png" || rc=1
-curl -s "http://127.0.0.1:$PORT/v1/stats" >"$OUT/stats.json"
+curl -s --max-time 30 "http://127.0.0.1:$PORT/v1/stats" >"$OUT/stats.json" || rc=1
 cp "$DIR/log" "$OUT/daemon-2.log"
 echo "e2e.sh: results in $OUT (exit $rc)"
 exit $rc

@@ -258,6 +258,10 @@ class TinySession:
         return self.model(ids, self.cache)
 
     def step(self, token, pos, eager=True):
+        """As GraphSession.step: token at pos over the first pos positions, however often
+        it runs (the cache is cut back to pos first, as the static cache overwrites pos)."""
+        for lay in self.cache.layers:
+            lay.keys, lay.values = lay.keys[:, :, :pos], lay.values[:, :, :pos]
         return self.model([token], self.cache)
 
 

@@ -14,7 +14,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
 libmicrohttpd-dev libjansson-dev liburing-dev libxxhash-dev libcmocka-dev curl prometheus python3
-python3-pytest python3-numpy python3-torch python3-setuptools
+python3-pytest python3-numpy python3-torch python3-setuptools python3-matplotlib
 chromium chromium-driver python3-selenium yamllint systemd"
 
 say() { printf '==> %s\n' "$*"; }
