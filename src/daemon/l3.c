@@ -31,7 +31,7 @@ enum step {
 
 static const char *const fault_reason[] = {
 	[L3_OK] = NULL, [L3_FAULT_READ_ONLY] = "read-only", [L3_FAULT_FULL] = "full",
-	[L3_FAULT_GONE] = "gone", [L3_FAULT_IO] = "I/O errors",
+	[L3_FAULT_GONE] = "gone", [L3_FAULT_IO] = "I/O errors", [L3_FAULT_HUNG] = "hung",
 };
 
 /* --- names --- */
@@ -100,6 +100,8 @@ static enum l3_fault fault_of(int err)
 		return L3_FAULT_FULL;
 	case -ENODEV: case -ENXIO:
 		return L3_FAULT_GONE;
+	case -ETIMEDOUT:
+		return L3_FAULT_HUNG;
 	default:
 		return L3_FAULT_IO;
 	}
@@ -142,6 +144,22 @@ static void op_submit(struct l3 *l3, struct l3_op *op);
 static struct io_uring_sqe *get_sqe(struct l3 *l3)
 {
 	return l3->in_ring < l3->queue_depth ? io_uring_get_sqe(&l3->ring) : NULL;
+}
+
+/*
+ * Links a timeout to sqe, op's step, unless that is a close (nothing to gain:
+ * a close is not cancelled). Its own completion carries no op and is only
+ * seen: the op's step ends with -ECANCELED when the timeout cancelled it.
+ * The ring has two entries per operation, so this SQE is always there.
+ */
+static void link_timeout(struct l3 *l3, const struct l3_op *op, struct io_uring_sqe *sqe)
+{
+	if (op->step == CLOSE || (!l3->op_timeout.tv_sec && !l3->op_timeout.tv_nsec))
+		return;
+	sqe->flags |= IOSQE_IO_LINK;
+	struct io_uring_sqe *t = io_uring_get_sqe(&l3->ring);
+	io_uring_prep_link_timeout(t, &l3->op_timeout, 0);
+	io_uring_sqe_set_data(t, NULL);
 }
 
 /* Prepares op's SQE for its step; false when the ring is full (op waits in the queue). */
@@ -199,6 +217,7 @@ static bool prep(struct l3 *l3, struct l3_op *op)
 	}
 	io_uring_sqe_set_data(sqe, op);
 	l3->in_ring++;
+	link_timeout(l3, op, sqe);
 	return true;
 }
 
@@ -565,7 +584,9 @@ static void probe_step(struct l3_op *op, int res)
 	switch ((enum step)op->step) {
 	case PROBE_STATX: {
 		const struct statx *st = (const struct statx *)op->hdr;
-		if (res < 0 || makedev(st->stx_dev_major, st->stx_dev_minor) != l3->root_dev)
+		if (res == -ETIMEDOUT)
+			finish(op, res); /* the file system does not answer: hung, not gone */
+		else if (res < 0 || makedev(st->stx_dev_major, st->stx_dev_minor) != l3->root_dev)
 			finish(op, -ENODEV);
 		else if (l3->fault == L3_OK)
 			finish(op, 0); /* the mount is there; publishes tell the rest */
@@ -640,7 +661,14 @@ static void complete(struct l3 *l3, struct io_uring_cqe *cqe)
 	struct l3_op *op = io_uring_cqe_get_data(cqe);
 	int res = cqe->res;
 	io_uring_cqe_seen(&l3->ring, cqe);
+	if (!op)
+		return; /* a linked timeout's own completion */
 	l3->in_ring--;
+	if (res == -ECANCELED) { /* only a linked timeout cancels */
+		COUNT(l3, op_timeouts, 1);
+		log_debug("l3: %s: no answer in time: cancelled", op->path[0] ? op->path : op->tmp);
+		res = -ETIMEDOUT;
+	}
 	if (op->step == CLOSE)
 		closed(op, res);
 	else if (op->kind == L3_OP_READ)
@@ -774,7 +802,9 @@ static int open_ring(struct l3 *l3, char *why, size_t whylen)
 int l3_open(struct l3 *l3, const struct l3_config *cfg, char *why, size_t whylen)
 {
 	*l3 = (struct l3){.root_fd = -1, .eventfd = -1,
-			  .queue_depth = cfg->queue_depth ? cfg->queue_depth : 64};
+			  .queue_depth = cfg->queue_depth ? cfg->queue_depth : 64,
+			  .op_timeout = {.tv_sec = cfg->op_timeout_ms / 1000,
+					 .tv_nsec = (long long)(cfg->op_timeout_ms % 1000) * 1000000}};
 	int err = open_root(l3, cfg, why, whylen);
 	if (!err)
 		err = open_ring(l3, why, whylen);

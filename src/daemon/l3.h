@@ -19,7 +19,9 @@
  *
  * Every operation, metadata included (open, link, mkdir, rename, unlink),
  * goes through one io_uring, so a slow metadata server never blocks the
- * owner; the XXH3-64 of a part (a publish's, a read's check) runs on an
+ * owner, and each step but a close carries a linked timeout (op_timeout_ms):
+ * one that hangs past it is cancelled and fails with -ETIMEDOUT (a read is
+ * then a miss, a publish or the probe degrades L3 as "hung"); the XXH3-64 of a part (a publish's, a read's check) runs on an
  * offload thread when the owner gives one (l3->offload, reaped by the
  * owner, who then calls l3_submit). Owner: one thread (the event loop) for
  * every call but l3_stats_read, which any thread may call.
@@ -62,6 +64,8 @@
 	  "Bytes written to L3 files, headers and padding included (and those of parts then found present).") \
 	X(io_errors, COUNTER, "kvtier_l3_io_errors_total", "", \
 	  "L3 operations that failed for another reason than a missing file.") \
+	X(op_timeouts, COUNTER, "kvtier_l3_op_timeouts_total", "", \
+	  "L3 file operations cancelled after l3-op-timeout-ms: a read fails (a miss), a publish or probe degrades L3 as hung.") \
 	X(probes, COUNTER, "kvtier_l3_probes_total", "", \
 	  "Probes of a degraded L3 (the mount's device, a file created and removed).") \
 	X(degraded, GAUGE, "kvtier_l3_degraded", "", \
@@ -82,6 +86,7 @@ enum l3_fault {
 	L3_FAULT_FULL,        /* ENOSPC, EDQUOT */
 	L3_FAULT_GONE,        /* the root's device changed (unmounted), or the root vanished */
 	L3_FAULT_IO,          /* EIO, ESTALE, ENOTCONN, and other errors */
+	L3_FAULT_HUNG,        /* an operation ran past op_timeout_ms (ETIMEDOUT) */
 };
 
 #define L3_PATH_MAX 512
@@ -142,6 +147,7 @@ struct l3_config {
 	const char *path;            /* the shared directory */
 	uint32_t queue_depth;        /* io_uring entries */
 	const char *node;            /* names this node's temporaries (NULL: the host name) */
+	uint32_t op_timeout_ms;      /* an operation's step is cancelled past it; 0: never */
 };
 
 struct l3 {
@@ -152,8 +158,10 @@ struct l3 {
 	struct io_uring ring;
 	bool ring_open;
 	int eventfd;
-	uint32_t in_ring;            /* SQEs submitted, not completed */
+	uint32_t in_ring;            /* operations' SQEs submitted, not completed (their
+					linked timeouts not counted: the ring has room for both) */
 	uint32_t queue_depth;
+	struct __kernel_timespec op_timeout; /* zero: no linked timeouts */
 	struct l3_op *queued_head, *queued_tail;
 	uint64_t tmp_seq;
 	uint32_t ops_active;

@@ -383,7 +383,8 @@ int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
 	*s = (struct l3svc){.loop = loop, .l1 = l1, .namespaces = namespaces};
 	s->seen_src.fd = -1;
 	pthread_mutex_init(&s->seen_lock, NULL);
-	struct l3_config lc = {.path = cfg->l3_path, .queue_depth = (uint32_t)cfg->l3_queue_depth};
+	struct l3_config lc = {.path = cfg->l3_path, .queue_depth = (uint32_t)cfg->l3_queue_depth,
+			       .op_timeout_ms = (uint32_t)cfg->l3_op_timeout_ms};
 	int err = l3_open(&s->l3, &lc, why, sizeof(why));
 	if (err) {
 		log_error("l3: l3-path %s", why);

@@ -45,6 +45,7 @@ struct kvtd_config {
 	char *l3_path;
 	uint64_t l3_size;
 	uint64_t l3_queue_depth;
+	uint64_t l3_op_timeout_ms;
 	uint64_t l3_scan_ms;
 	char *web_dir;
 	enum kvt_log_level log_level;

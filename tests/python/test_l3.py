@@ -1,9 +1,9 @@
 """test_l3.py — the L3 tier (docs/l3.md) with two or three kvtierd standing
 for nodes (their own runtime dirs and sockets) sharing one L3 directory:
 byte-exact loads across nodes, lookups naming tier 3, each part published
-once under concurrent stores, corrupt and truncated files quarantined,
-kill -9 of a publisher, the cap with two daemons writing, and a full,
-read-only or vanished mount (tmpfs, where this machine lets root mount)."""
+once under concurrent stores, corrupt and truncated files quarantined, a hung
+read cancelled, kill -9 of a publisher, the cap with two daemons writing, and
+a full, read-only or vanished mount (tmpfs, where this machine lets root mount)."""
 
 import glob
 import json
@@ -184,6 +184,56 @@ def test_corrupt_and_truncated_files_are_misses_and_quarantined(make_daemon, sha
     # Never served again: the next load of them is a plain miss.
     statuses, _ = load(b, ks[1:3])
     assert statuses == [-2, -2] and l3(b)["read_misses"] == 2
+
+
+def daemon_has_open(d, path):
+    fds = os.path.join("/proc", str(d.proc.pid), "fd")
+    for fd in os.listdir(fds):
+        try:
+            if os.readlink(os.path.join(fds, fd)) == path:
+                return True
+        except FileNotFoundError:
+            pass
+    return False
+
+
+def test_a_hung_l3_read_is_cancelled_and_the_load_answers(make_daemon, shared):
+    """A part whose read never answers (a FIFO at its name, held open for writing and
+    never written, as a hung file system would leave it): past --l3-op-timeout-ms the
+    read is cancelled and the LOAD answers that block missing and the others whole; a
+    client killed while its LOAD waits on such a read leaves the node serving."""
+    a = node(make_daemon, shared)
+    ks, data = keys(3), data_of(3, 9)
+    store(a, ks, data)
+    published(a, 3)
+    b = node(make_daemon, shared, "--l3-op-timeout-ms", "1000")
+    hung = {f.rsplit(os.sep, 1)[1].split(".")[0]: f for f in part_files(shared)}[ks[1].hex()]
+    os.unlink(hung)
+    os.mkfifo(hung)
+    writer = os.open(hung, os.O_RDWR)
+    try:
+        child = ("import sys, kvtier\n"
+                 "c = kvtier.Client(sys.argv[1], 'm', %d)\n"
+                 "buf = c.create_buffer(%d)\n"
+                 "c.load(buf.index, [(bytes.fromhex(sys.argv[2]), 0, %d)])\n"
+                 % (BLOCK, BLOCK, BLOCK))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        p = subprocess.Popen([sys.executable, "-c", child, b.socket, ks[1].hex()], env=env)
+        wait_for(lambda: daemon_has_open(b, hung), "the daemon reading the hung part")
+        p.kill()
+        p.wait()
+        wait_for(lambda: l3(b)["op_timeouts"] == 1, "the hung read cancelled")
+        assert b.proc.poll() is None, b.text()
+        statuses, got = load(b, ks)
+    finally:
+        os.close(writer)
+    assert statuses == [0, -2, 0]
+    assert np.array_equal(got[:BLOCK], data[:BLOCK])
+    assert np.array_equal(got[2 * BLOCK:], data[2 * BLOCK:])
+    s = l3(b)
+    assert s["op_timeouts"] == 2 and s["read_failures"] == 2 and s["reads"] == 2
+    assert s["degraded"] == 0
+    assert b.stop() == 0, b.text()
 
 
 def test_kill9_publisher_leaves_no_partial_file(make_daemon, shared):

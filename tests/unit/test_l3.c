@@ -3,8 +3,9 @@
  * daemon: names and their parsing, a publish and a read back byte-exact, a
  * second publish of the same part (present, not rewritten), a read of a
  * missing part, a part longer than the reader's room, a corrupt header and a
- * corrupt data block (quarantined, then plain misses), refusals at open, and
- * the dead publishers' temporaries removed at open.
+ * corrupt data block (quarantined, then plain misses), refusals at open,
+ * the dead publishers' temporaries removed at open, and a read that hangs
+ * cancelled by its linked timeout. Every engine runs with linked timeouts.
  */
 #include "config.h"
 
@@ -120,12 +121,18 @@ static unsigned count_files(const char *dir)
 	return n;
 }
 
-static void l3_up(struct fixture *f)
+static void l3_up_timeout(struct fixture *f, uint32_t op_timeout_ms)
 {
 	char why[256] = "";
-	struct l3_config cfg = {.path = f->root, .queue_depth = 4, .node = "unit"};
+	struct l3_config cfg = {.path = f->root, .queue_depth = 4, .node = "unit",
+				.op_timeout_ms = op_timeout_ms};
 	if (l3_open(&f->l3, &cfg, why, sizeof(why)))
 		fail_msg("l3_open: %s", why);
+}
+
+static void l3_up(struct fixture *f)
+{
+	l3_up_timeout(f, 10000);
 }
 
 static int setup(void **state)
@@ -270,6 +277,40 @@ static void test_open_refusals_and_dead_temporaries(void **state)
 	assert_int_equal(access(alive, F_OK), 0);
 }
 
+/*
+ * A part whose read never answers (a FIFO at its name that this process
+ * holds open for writing, and writes nothing to, as a hung file system
+ * would): the linked timeout cancels the header read, and the read fails
+ * with -ETIMEDOUT instead of waiting for ever. L3 stays ready (reads do not
+ * degrade it) and serves the next read.
+ */
+static void test_hung_read_times_out(void **state)
+{
+	struct fixture *f = *state;
+	l3_close(&f->l3);
+	l3_up_timeout(f, 100);
+	char path[L3_PATH_MAX];
+	assert_int_equal(publish(f, 30), 0); /* makes the part's directories */
+	part_path(f, 30, path, sizeof(path));
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkfifo(path, 0644), 0);
+	int writer = open(path, O_RDWR);
+	assert_true(writer >= 0);
+	assert_int_equal(read_back(f, 30, ROOM), -ETIMEDOUT);
+	struct l3_stats_snapshot s;
+	l3_stats_read(&f->l3, &s);
+	assert_int_equal(s.op_timeouts, 1);
+	assert_int_equal(s.read_failures, 1);
+	assert_int_equal(s.io_errors, 1);
+	assert_int_equal(s.degraded, 0);
+	close(writer);
+	assert_int_equal(publish(f, 31), 0);
+	assert_int_equal(read_back(f, 31, ROOM), 0);
+	l3_stats_read(&f->l3, &s);
+	assert_int_equal(s.op_timeouts, 1);
+	assert_int_equal(s.reads, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -278,6 +319,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_corruption_is_quarantined, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_refusals_and_dead_temporaries, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_hung_read_times_out, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
