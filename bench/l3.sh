@@ -14,6 +14,7 @@
 # system here: say so when recording.
 #
 #   bench/l3.sh [CARRY-DIR]   DIR=/var/tmp COUNT=256 BLOCK=8388608 QD=16 REPEATS=3
+#                             L3_FLAGS="--l3-op-timeout-ms 0" (more flags for both nodes)
 set -u
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 . "$SRC/bench/lib.sh"
@@ -29,7 +30,7 @@ PIDS=
 trap 'for p in $PIDS; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$DIR"' EXIT
 node() { # node NAME: a kvtierd on DIR/NAME sharing L3; sets PORT_NAME
 	kvtierd_start "$BIN/kvtierd" "$DIR/$1" --l1-size "$L1" --l3-path "$L3" \
-		--l3-queue-depth "$QD" --l3-scan-ms 3600000 || exit 1
+		--l3-queue-depth "$QD" --l3-scan-ms 3600000 ${L3_FLAGS:-} || exit 1
 	PIDS="$PIDS $PID"
 	eval "PORT_$1=$(kvtierd_port "$DIR/$1/log")"
 }
