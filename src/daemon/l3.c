@@ -171,8 +171,10 @@ static bool prep(struct l3 *l3, struct l3_op *op)
 	int wflags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (op->direct ? O_DIRECT : 0);
 	switch ((enum step)op->step) {
 	case READ_OPEN:
+		/* A published part is never a symlink: one at its name is foreign (ELOOP). */
 		io_uring_prep_openat(sqe, AT_FDCWD, op->path,
-				     O_RDONLY | O_CLOEXEC | (op->direct ? O_DIRECT : 0), 0);
+				     O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (op->direct ? O_DIRECT : 0),
+				     0);
 		break;
 	case READ_HEADER:
 		io_uring_prep_read(sqe, op->fd, op->hdr, L2FMT_BLOCK, 0);

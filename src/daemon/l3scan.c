@@ -94,6 +94,8 @@ static void walk_leaf(struct l3scan *s, struct walk *w, const char *path, const 
 			scan_error(s, e->d_name, errno);
 			continue;
 		}
+		if (!S_ISREG(st.st_mode))
+			continue; /* a symlink, FIFO or directory at a part's name: not a part */
 		f.mtime = st.st_mtim;
 		f.bytes = (uint64_t)st.st_size;
 		if (!push_file(w, &f))

@@ -2,8 +2,9 @@
 for nodes (their own runtime dirs and sockets) sharing one L3 directory:
 byte-exact loads across nodes, lookups naming tier 3, each part published
 once under concurrent stores, corrupt and truncated files quarantined, a hung
-read cancelled, kill -9 of a publisher, the cap with two daemons writing, and
-a full, read-only or vanished mount (tmpfs, where this machine lets root mount)."""
+read cancelled, symlinks and FIFOs at part names not taken for parts, kill -9
+of a publisher, the cap with two daemons writing, and a full, read-only or
+vanished mount (tmpfs, where this machine lets root mount)."""
 
 import glob
 import json
@@ -234,6 +235,29 @@ def test_a_hung_l3_read_is_cancelled_and_the_load_answers(make_daemon, shared):
     assert s["op_timeouts"] == 2 and s["read_failures"] == 2 and s["reads"] == 2
     assert s["degraded"] == 0
     assert b.stop() == 0, b.text()
+
+
+def test_foreign_entries_at_part_names_are_not_parts(make_daemon, shared):
+    """A symlink (to a good copy of a part) and a FIFO at the names of parts: the walk
+    counts neither, a LOAD of the symlinked part does not follow it (a miss), and the
+    parts that are files are served."""
+    a = node(make_daemon, shared)
+    ks, data = keys(3), data_of(3, 11)
+    store(a, ks, data)
+    published(a, 3)
+    files = {f.rsplit(os.sep, 1)[1].split(".")[0]: f for f in part_files(shared)}
+    linked, piped = files[ks[1].hex()], files[ks[2].hex()]
+    os.rename(linked, linked + ".copy")
+    os.symlink(linked + ".copy", linked)
+    os.unlink(piped)
+    os.mkfifo(piped)
+    b = node(make_daemon, shared)
+    walked(b)
+    s = l3(b)
+    assert s["items"] == 1 and s["used_bytes"] == FILE
+    statuses, got = load(b, ks[:2])
+    assert statuses == [0, -2] and np.array_equal(got[:BLOCK], data[:BLOCK])
+    assert l3(b)["read_failures"] == 1 and os.path.islink(linked)
 
 
 def test_kill9_publisher_leaves_no_partial_file(make_daemon, shared):

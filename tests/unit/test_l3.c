@@ -4,8 +4,8 @@
  * second publish of the same part (present, not rewritten), a read of a
  * missing part, a part longer than the reader's room, a corrupt header and a
  * corrupt data block (quarantined, then plain misses), refusals at open,
- * the dead publishers' temporaries removed at open, and a read that hangs
- * cancelled by its linked timeout. Every engine runs with linked timeouts.
+ * the dead publishers' temporaries removed at open, a read that hangs
+ * cancelled by its linked timeout, and a symlink at a part's name refused. Every engine runs with linked timeouts.
  */
 #include "config.h"
 
@@ -311,6 +311,27 @@ static void test_hung_read_times_out(void **state)
 	assert_int_equal(s.reads, 1);
 }
 
+/* A symlink at a part's name, even to a good copy of that part, is not opened. */
+static void test_symlinked_part_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	char path[L3_PATH_MAX], copy[L3_PATH_MAX + 8];
+	assert_int_equal(publish(f, 40), 0);
+	part_path(f, 40, path, sizeof(path));
+	snprintf(copy, sizeof(copy), "%s.copy", path);
+	assert_int_equal(rename(path, copy), 0);
+	assert_int_equal(symlink(copy, path), 0);
+	assert_int_equal(read_back(f, 40, ROOM), -ELOOP);
+	struct l3_stats_snapshot s;
+	l3_stats_read(&f->l3, &s);
+	assert_int_equal(s.read_failures, 1);
+	assert_int_equal(s.io_errors, 1);
+	assert_int_equal(s.reads, 0);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(rename(copy, path), 0);
+	assert_int_equal(read_back(f, 40, ROOM), 0); /* the file itself is served */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -320,6 +341,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_refusals_and_dead_temporaries, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_hung_read_times_out, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_symlinked_part_is_refused, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
