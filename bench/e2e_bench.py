@@ -553,9 +553,9 @@ def main():
     ap.add_argument("--depth", type=int, default=4)
     ap.add_argument("--staging-chunks", type=int, default=4,
                     help="chunks a staging buffer holds (times the layer groups in blocks); "
-                         "a buffer larger than a layer group's share of the load takes the "
-                         "start of the next group into the same batch, and the group lands "
-                         "only with it")
+                         "with every buffer busy, one larger than a layer group's share of the "
+                         "load takes the start of the next group into the same batch, and the "
+                         "group lands only with it")
     ap.add_argument("--layer-groups", type=int, default=0,
                     help="a chunk is one block per group of layers, loaded group by group while "
                          "the last token's forward computes the groups landed (default: 4 for "

@@ -21,9 +21,10 @@
  * goes through one io_uring, so a slow metadata server never blocks the
  * owner, and each step but a close carries a linked timeout (op_timeout_ms):
  * one that hangs past it is cancelled and fails with -ETIMEDOUT (a read is
- * then a miss, a publish or the probe degrades L3 as "hung"); the XXH3-64 of a part (a publish's, a read's check) runs on an
- * offload thread when the owner gives one (l3->offload, reaped by the
- * owner, who then calls l3_submit). Owner: one thread (the event loop) for
+ * then a miss, a publish or the probe degrades L3 as "hung"). The XXH3-64
+ * of a part (a publish's, a read's check) runs on an offload thread when
+ * the owner gives one (l3->offload, reaped by the owner, who then calls
+ * l3_submit). Owner: one thread (the event loop) for
  * every call but l3_stats_read, which any thread may call.
  */
 #ifndef KVTD_L3_H
