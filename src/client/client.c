@@ -25,6 +25,7 @@
 #include "kvtier/protocol.h"
 #include "client_internal.h"
 #include "codec.h"
+#include "fdpass.h"
 #include "wire.h"
 
 #define SLOT_BITS 16
@@ -70,27 +71,9 @@ struct kvt_client {
 static int send_all(int fd, const uint8_t *p, size_t len, int pass_fd)
 {
 	while (len) {
-		struct iovec iov = {(void *)p, len};
-		union {
-			char buf[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} ctl;
-		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-		if (pass_fd >= 0) {
-			memset(&ctl, 0, sizeof(ctl));
-			msg.msg_control = ctl.buf;
-			msg.msg_controllen = sizeof(ctl.buf);
-			struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-			cm->cmsg_level = SOL_SOCKET;
-			cm->cmsg_type = SCM_RIGHTS;
-			cm->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-		}
-		ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
-			continue;
+		ssize_t n = fdpass_send(fd, p, len, pass_fd);
 		if (n < 0)
-			return -errno;
+			return (int)n;
 		p += n;
 		len -= (size_t)n;
 		pass_fd = -1; /* the fd went with the first bytes */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "dp_helpers.h"
+#include "fdpass.h"
 #include "kvtier/protocol.h"
 #include "wire.h"
 
@@ -224,23 +225,7 @@ int raw_register_fd(int fd, int passed, uint64_t size, uint32_t kind, uint32_t *
 	wire_put_u64(&w, size);
 	wire_put_u32(&w, kind);
 	wire_put_u32(&w, 0);
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	memset(&ctl, 0, sizeof(ctl));
-	struct iovec iov = {frame, sizeof(frame)};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (passed >= 0) {
-		msg.msg_control = ctl.buf;
-		msg.msg_controllen = sizeof(ctl.buf);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &passed, sizeof(int));
-	}
-	assert_int_equal(sendmsg(fd, &msg, 0), (ssize_t)sizeof(frame));
+	assert_int_equal(fdpass_send(fd, frame, sizeof(frame), passed), (ssize_t)sizeof(frame));
 	uint8_t body[8];
 	uint32_t len = 0;
 	int status = raw_reply(fd, body, sizeof(body), &len);
