@@ -43,7 +43,7 @@ static void lookup(const uint8_t *p, size_t len, uint32_t n)
 	if (rc && (rc != -EBADMSG || lk.hits != 99 || lk.lease_id != 5 || (n && tiers[0] != 0xee)))
 		__builtin_trap();
 	for (uint32_t i = 0; !rc && i < n; i++)
-		if (tiers[i] > 2 || lk.hits > n)
+		if (tiers[i] > KVT_TIER_MAX || lk.hits > n)
 			__builtin_trap();
 }
 
