@@ -2,7 +2,8 @@
 # run.sh — the Python package's tests: pytest (Debian's python3, where
 # scripts/dev.sh installs python3-pytest, python3-numpy and python3-torch)
 # against the build tree's kvtierd and libkvtier. KVT_PYTHON picks another
-# interpreter.
+# interpreter; arguments (test files, -k ...) go to pytest, in place of the
+# whole directory.
 SRC=${KVT_SRCDIR:-$(dirname "$0")/../..}
 PY=${KVT_PYTHON:-/usr/bin/python3}
 if ! "$PY" -c "import pytest, numpy, torch" 2>/dev/null; then
@@ -18,4 +19,5 @@ if [ -n "$ASAN" ]; then
 	export LD_PRELOAD="$ASAN${LD_PRELOAD:+ $LD_PRELOAD}"
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0:abort_on_error=1"
 fi
-exec "$PY" -m pytest -q -p no:cacheprovider "$SRC/tests/python"
+[ $# -gt 0 ] || set -- "$SRC/tests/python"
+exec "$PY" -m pytest -q -p no:cacheprovider "$@"
