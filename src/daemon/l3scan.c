@@ -127,6 +127,54 @@ static int older(const void *a, const void *b)
 	return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : x->mtime.tv_nsec > y->mtime.tv_nsec;
 }
 
+static int namespace_then_older(const void *a, const void *b)
+{
+	const struct file *x = a, *y = b;
+	if (x->part.ns_digest != y->part.ns_digest)
+		return x->part.ns_digest < y->part.ns_digest ? -1 : 1;
+	return older(a, b);
+}
+
+/* Unlinks the file of f, which the walk found; false (counted) when it cannot. */
+static bool remove_file(struct l3scan *s, const struct file *f)
+{
+	char path[L3_PATH_MAX];
+	(void)l3_part_path(path, sizeof(path), s->root, f->part.ns_digest, &f->part.key,
+			   f->part.rank); /* it fit when the walk found the file */
+	if (unlink(path) == 0)
+		return true;
+	scan_error(s, path, errno);
+	return false;
+}
+
+/* A namespace past the quota loses its oldest files to L3SCAN_LOW of it; w keeps the rest. */
+static void enforce_ns_quota(struct l3scan *s, struct walk *w)
+{
+	if (!s->ns_quota)
+		return;
+	qsort(w->files, w->n, sizeof(*w->files), namespace_then_older);
+	uint64_t low = (uint64_t)((double)s->ns_quota * L3SCAN_LOW), kept = 0;
+	for (uint64_t i = 0, end; i < w->n; i = end) {
+		uint64_t bytes = 0;
+		for (end = i; end < w->n && w->files[end].part.ns_digest == w->files[i].part.ns_digest;
+		     end++)
+			bytes += w->files[end].bytes;
+		bool over = bytes > s->ns_quota;
+		for (uint64_t j = i; j < end; j++) {
+			const struct file *f = &w->files[j];
+			if (!over || bytes <= low) {
+				w->files[kept++] = *f;
+				continue;
+			}
+			bytes -= f->bytes;
+			w->bytes -= f->bytes;
+			if (remove_file(s, f))
+				ADD(s, quota_files_removed, 1);
+		}
+	}
+	w->n = kept;
+}
+
 /* Past the cap: removes the oldest files to L3SCAN_LOW of it; the rest stay in w, newest last. */
 static void enforce_cap(struct l3scan *s, struct walk *w)
 {
@@ -134,16 +182,10 @@ static void enforce_cap(struct l3scan *s, struct walk *w)
 		return;
 	qsort(w->files, w->n, sizeof(*w->files), older);
 	uint64_t low = (uint64_t)((double)s->cap * L3SCAN_LOW), i = 0;
-	char path[L3_PATH_MAX];
 	for (; i < w->n && w->bytes > low; i++) {
-		const struct file *f = &w->files[i];
-		w->bytes -= f->bytes;
-		(void)l3_part_path(path, sizeof(path), s->root, f->part.ns_digest, &f->part.key,
-				   f->part.rank); /* it fit when the walk found the file */
-		if (unlink(path) == 0)
+		w->bytes -= w->files[i].bytes;
+		if (remove_file(s, &w->files[i]))
 			ADD(s, files_removed, 1);
-		else
-			scan_error(s, path, errno);
 	}
 	memmove(w->files, w->files + i, (w->n - i) * sizeof(*w->files));
 	w->n -= i;
@@ -187,6 +229,7 @@ static void walk_once(struct l3scan *s)
 	char top[600];
 	snprintf(top, sizeof(top), "%s/v1", s->root);
 	each_subdir(s, top, walk_level, &w, "");
+	enforce_ns_quota(s, &w);
 	enforce_cap(s, &w);
 	remove_stale_temporaries(s);
 	SET(s, used_bytes, w.bytes);
@@ -223,15 +266,17 @@ static void *keeper(void *arg)
 	return NULL;
 }
 
-int l3scan_start(struct l3scan *s, const char *root, uint64_t cap, uint32_t interval_ms,
+int l3scan_start(struct l3scan *s, const char *root, const struct l3scan_limits *limits,
 		 void (*seen)(void *ctx, struct l3scan_part *parts, uint64_t n), void *ctx)
 {
 	snprintf(s->root, sizeof(s->root), "%s", root);
-	s->cap = cap;
-	s->interval_ms = interval_ms;
+	s->cap = limits->cap;
+	s->ns_quota = limits->ns_quota;
+	s->interval_ms = limits->interval_ms;
 	s->seen = seen;
 	s->ctx = ctx;
-	SET(s, capacity_bytes, cap);
+	SET(s, capacity_bytes, s->cap);
+	SET(s, namespace_quota_bytes, s->ns_quota);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -3,8 +3,10 @@
  * directory (blocking metadata calls, never on the event loop) every
  * interval or when asked, and on each walk
  *   - accounts every node's files (bytes, files),
+ *   - enforces the namespace quota: a namespace (its digest) whose files,
+ *     every node's, pass it loses its oldest files down to 95% of it,
  *   - enforces the cap: past it, removes the oldest files by modification
- *     time (their publish time) down to 95% of it; every node does this on
+ *     time (their publish time) down to 95% of it; every node does both on
  *     what it sees, so no coordinator is needed, and two nodes removing the
  *     same file is an ENOENT, not an error,
  *   - removes temporaries older than L3SCAN_STALE_S (publishers that died),
@@ -23,19 +25,23 @@
 #include "stat_table.h"
 
 #define L3SCAN_STALE_S 600  /* a publish never takes this long: older temporaries are dead */
-#define L3SCAN_LOW 0.95     /* a cap enforcement removes files down to this share of the cap */
+#define L3SCAN_LOW 0.95     /* a cap or quota enforcement removes files down to this share of it */
 
 #define L3SCAN_STATS(X) \
 	X(scans, COUNTER, "kvtier_l3_scans_total", "", \
 	  "Walks of the L3 directory (accounting every node's files, the cap, stale temporaries).") \
 	X(files_removed, COUNTER, "kvtier_evictions_total", "tier=\"l3\",reason=\"cap\"", \
 	  "L3 files this node removed, oldest first, to keep L3 within l3-size.") \
+	X(quota_files_removed, COUNTER, "kvtier_evictions_total", "tier=\"l3\",reason=\"quota\"", \
+	  "L3 files this node removed, their namespace's oldest first, to keep each namespace within namespace-l3-quota.") \
 	X(temporaries_removed, COUNTER, "kvtier_l3_temporaries_removed_total", "", \
 	  "Temporaries of publishers that died, removed by the walk.") \
 	X(scan_errors, COUNTER, "kvtier_l3_scan_errors_total", "", \
 	  "Directories or files the walk could not read or remove (other than vanished ones).") \
 	X(capacity_bytes, GAUGE, "kvtier_tier_capacity_bytes", "tier=\"l3\"", \
 	  "l3-size, the cap every node enforces; 0: none.") \
+	X(namespace_quota_bytes, GAUGE, "kvtier_l3_namespace_quota_bytes", "", \
+	  "namespace-l3-quota, the bytes of L3 files one namespace may hold (every node's); 0: none.") \
 	X(used_bytes, GAUGE, "kvtier_tier_used_bytes", "tier=\"l3\"", \
 	  "Bytes of L3 files (every node's) at the end of the last walk.") \
 	X(items, GAUGE, "kvtier_tier_items", "tier=\"l3\"", "L3 files (parts) at the end of the last walk.") \
@@ -59,6 +65,7 @@ struct l3scan_part {
 struct l3scan {
 	char root[512];
 	uint64_t cap;                /* bytes; 0: none */
+	uint64_t ns_quota;           /* bytes per namespace digest; 0: none */
 	uint32_t interval_ms;
 	/* Runs on the keeper's thread after each walk; takes parts (free() it). */
 	void (*seen)(void *ctx, struct l3scan_part *parts, uint64_t n);
@@ -71,8 +78,15 @@ struct l3scan {
 	struct l3scan_stats stats;
 };
 
+/* What the keeper keeps L3 within, and how often it walks. */
+struct l3scan_limits {
+	uint64_t cap;         /* every node's files together; 0: none */
+	uint64_t ns_quota;    /* one namespace's files, every node's; 0: none */
+	uint32_t interval_ms;
+};
+
 /* Starts the keeper on root (its first walk at once). 0 or -errno. */
-int l3scan_start(struct l3scan *s, const char *root, uint64_t cap, uint32_t interval_ms,
+int l3scan_start(struct l3scan *s, const char *root, const struct l3scan_limits *limits,
 		 void (*seen)(void *ctx, struct l3scan_part *parts, uint64_t n), void *ctx);
 /* Asks for a walk now (this node published past what the cap leaves). Any thread. */
 void l3scan_kick(struct l3scan *s);

@@ -414,13 +414,15 @@ int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
 	}
 	s->submit_hook.run = pump;
 	loop_add_hook(loop, &s->submit_hook);
-	if ((err = l3scan_start(&s->scan, s->l3.root, cfg->l3_size, (uint32_t)cfg->l3_scan_ms,
-				walk_seen, s))) {
+	struct l3scan_limits limits = {.cap = cfg->l3_size, .ns_quota = cfg->namespace_l3_quota,
+				       .interval_ms = (uint32_t)cfg->l3_scan_ms};
+	if ((err = l3scan_start(&s->scan, s->l3.root, &limits, walk_seen, s))) {
 		log_error("l3: cannot start the keeper thread: %s", strerror(-err));
 		return err;
 	}
-	log_info("l3: %s (node %s), cap %s, walked every %u ms", s->l3.root, s->l3.node,
-		 cfg->l3_size ? "set" : "none", (unsigned)cfg->l3_scan_ms);
+	log_info("l3: %s (node %s), cap %s, namespace quota %s, walked every %u ms", s->l3.root,
+		 s->l3.node, cfg->l3_size ? "set" : "none", cfg->namespace_l3_quota ? "set" : "none",
+		 (unsigned)cfg->l3_scan_ms);
 	return 0;
 }
 

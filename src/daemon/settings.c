@@ -105,6 +105,9 @@ static const struct option_def options[] = {
 	 "directory on a file system the kvtierd of many nodes share (NFS, CephFS, Lustre, ...) for the L3 tier: one file per block part, published by link, read and verified on L1 and L2 misses; it must exist and be writable"},
 	{"l3-size", 0, OPT_SIZE, OFF(l3_size), "0", NULL, 0, UINT64_MAX, false, "SIZE",
 	 "cap on the bytes of L3 files, all nodes together: past it each node removes the oldest files (by modification time) when it walks the directory; 0: no cap"},
+	{"namespace-l3-quota", 0, OPT_SIZE, OFF(namespace_l3_quota), "0", NULL, 0, UINT64_MAX,
+	 false, "SIZE",
+	 "L3 bytes one namespace's files may hold, every node's together (give every node the same): past it each node removes that namespace's oldest files when it walks, down to 95%; 0: no quota"},
 	{"l3-queue-depth", 0, OPT_UINT, OFF(l3_queue_depth), "16", NULL, 1, 1024, false, "N",
 	 "L3 publishes in flight at once (each pins its L1 part), and the io_uring's depth"},
 	{"l3-op-timeout-ms", 0, OPT_UINT, OFF(l3_op_timeout_ms), "10000", NULL, 0, 3600000, false,
@@ -557,6 +560,8 @@ static int validate(const struct kvtd_config *cfg, char *err, size_t errlen)
 		return kvt_fail(err, errlen, -EINVAL, "l2-region-size: given without l2-path");
 	if (cfg->l3_size && !cfg->l3_path)
 		return kvt_fail(err, errlen, -EINVAL, "l3-size: given without l3-path");
+	if (cfg->namespace_l3_quota && !cfg->l3_path)
+		return kvt_fail(err, errlen, -EINVAL, "namespace-l3-quota: given without l3-path");
 	if (strlen(cfg->socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return kvt_fail(err, errlen, -EINVAL, "socket: path '%s' is longer than %zu bytes",
 			    cfg->socket_path, sizeof(((struct sockaddr_un *)0)->sun_path) - 1);

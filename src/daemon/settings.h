@@ -44,6 +44,7 @@ struct kvtd_config {
 	uint64_t l2_write_buffers;
 	char *l3_path;
 	uint64_t l3_size;
+	uint64_t namespace_l3_quota;
 	uint64_t l3_queue_depth;
 	uint64_t l3_op_timeout_ms;
 	uint64_t l3_scan_ms;

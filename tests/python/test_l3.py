@@ -3,8 +3,9 @@ for nodes (their own runtime dirs and sockets) sharing one L3 directory:
 byte-exact loads across nodes, lookups naming tier 3, each part published
 once under concurrent stores, corrupt and truncated files quarantined, a hung
 read cancelled, symlinks and FIFOs at part names not taken for parts, kill -9
-of a publisher, the cap with two daemons writing, and a full, read-only or
-vanished mount (tmpfs, where this machine lets root mount)."""
+of a publisher, the cap with two daemons writing, the namespace quota, and a
+full, read-only or vanished mount (tmpfs, where this machine lets root
+mount)."""
 
 import glob
 import json
@@ -316,6 +317,38 @@ def test_cap_holds_with_two_nodes_writing(make_daemon, shared):
     assert l3(c)["read_failures"] == 0
 
 
+def test_namespace_quota_trims_only_the_namespace_past_it(make_daemon, shared):
+    """Nodes A and B, without a quota, publish 8 and then 4 blocks of namespace "big",
+    and A 3 of "small"; node C, with a quota of 6 files a namespace, counts every node's
+    files: "big" loses its 7 oldest (down to 95% of the quota: 5 files), "small" none."""
+    a, b = node(make_daemon, shared), node(make_daemon, shared)
+    ka, kb, ks = keys(8), keys(4, 100), keys(3, 900)
+    da, db, ds = data_of(8, 11), data_of(4, 12), data_of(3, 13)
+    store(a, ka, da, model="big")
+    published(a, 8)
+    store(b, kb, db, model="big")
+    published(b, 4)
+    store(a, ks, ds, model="small")
+    published(a, 11)
+    c = node(make_daemon, shared, "--namespace-l3-quota", str(6 * FILE))
+    walked(c)
+    s = l3(c)
+    assert s["quota_files_removed"] == 7 and s["files_removed"] == 0
+    assert s["namespace_quota_bytes"] == 6 * FILE
+    assert s["items"] == 8 and s["used_bytes"] == 8 * FILE
+    left = {f.rsplit(os.sep, 1)[1].split(".")[0] for f in part_files(shared)}
+    assert all(k.hex() in left for k in kb + ks)  # the newest of "big", and all of "small"
+    assert sum(k.hex() in left for k in ka) == 1
+    # C has none of them in L1: what is left loads byte-exact from L3, the rest is missing.
+    statuses, got = load(c, kb, model="big")
+    assert statuses == [0] * 4 and np.array_equal(got, db)
+    statuses, got = load(c, ks, model="small")
+    assert statuses == [0] * 3 and np.array_equal(got, ds)
+    statuses, _ = load(c, ka, model="big")
+    assert statuses.count(0) == 1 and statuses.count(-2) == 7
+    assert l3(c)["read_failures"] == 0
+
+
 def test_start_refuses_a_path_that_is_not_a_writable_directory(tmp_path):
     notdir = tmp_path / "file"
     notdir.write_text("x")
@@ -325,6 +358,8 @@ def test_start_refuses_a_path_that_is_not_a_writable_directory(tmp_path):
         assert rc != 0 and why in err, err
     rc, err = start_fails(tmp_path, "--l3-size", "1GiB")
     assert rc == 2 and "l3-size: given without l3-path" in err
+    rc, err = start_fails(tmp_path, "--namespace-l3-quota", "1GiB")
+    assert rc == 2 and "namespace-l3-quota: given without l3-path" in err
 
 
 def test_client_killed_mid_load_from_l3(make_daemon, shared):
