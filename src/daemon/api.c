@@ -366,6 +366,13 @@ static json_t *namespace_json(struct http_ctx *ctx, const struct kvt_ns *ns)
 					    (json_int_t)ns->l1_quota_evictions, "l2_items",
 					    (json_int_t)l2_items, "l2_bytes", (json_int_t)l2_bytes,
 					    "l2_quota_bytes", (json_int_t)ns->l2_quota));
+	if (ctx->l3) {
+		uint64_t files, bytes, quota;
+		l3svc_ns_usage(ctx->l3, ns, &files, &bytes, &quota);
+		json_object_update_new(o, json_pack("{s:I,s:I,s:I}", "l3_files", (json_int_t)files,
+						    "l3_bytes", (json_int_t)bytes,
+						    "l3_quota_bytes", (json_int_t)quota));
+	}
 	return o;
 }
 
@@ -399,6 +406,8 @@ static int usage_on_loop(void *arg)
 		uint64_t items;
 		if (uc->ctx->l2 && uc->ctx->l2->started)
 			l2_ns_usage(&uc->ctx->l2->l2, ns, &items, &m->l2_bytes);
+		if (uc->ctx->l3)
+			l3svc_ns_usage(uc->ctx->l3, ns, &items, &m->l3_bytes, &m->l3_quota);
 	}
 	uc->n = reg->count;
 	return 0;

@@ -127,6 +127,12 @@ static int older(const void *a, const void *b)
 	return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : x->mtime.tv_nsec > y->mtime.tv_nsec;
 }
 
+static int by_namespace(const void *a, const void *b)
+{
+	const struct file *x = a, *y = b;
+	return x->part.ns_digest < y->part.ns_digest ? -1 : x->part.ns_digest > y->part.ns_digest;
+}
+
 static int namespace_then_older(const void *a, const void *b)
 {
 	const struct file *x = a, *y = b;
@@ -150,8 +156,8 @@ static bool remove_file(struct l3scan *s, const struct file *f)
 /* A namespace past the quota loses its oldest files to L3SCAN_LOW of it; w keeps the rest. */
 static void enforce_ns_quota(struct l3scan *s, struct walk *w)
 {
-	if (!s->ns_quota)
-		return;
+	if (!s->ns_quota || !w->n)
+		return; /* (qsort of no files: a NULL array) */
 	qsort(w->files, w->n, sizeof(*w->files), namespace_then_older);
 	uint64_t low = (uint64_t)((double)s->ns_quota * L3SCAN_LOW), kept = 0;
 	for (uint64_t i = 0, end; i < w->n; i = end) {
@@ -215,6 +221,32 @@ static void remove_stale_temporaries(struct l3scan *s)
 	closedir(d);
 }
 
+/* What each namespace of w holds, as the new usage table (w sorted by namespace). */
+static void keep_usage(struct l3scan *s, struct walk *w)
+{
+	if (w->n)
+		qsort(w->files, w->n, sizeof(*w->files), by_namespace);
+	uint64_t n = 0;
+	for (uint64_t i = 0; i < w->n; i++)
+		n += i == 0 || w->files[i].part.ns_digest != w->files[i - 1].part.ns_digest;
+	struct l3scan_ns_usage *u = calloc(n ? n : 1, sizeof(*u));
+	if (!u)
+		return; /* the last table stays: one walk old */
+	for (uint64_t i = 0, k = 0; i < w->n; i++) {
+		if (i && w->files[i].part.ns_digest != w->files[i - 1].part.ns_digest)
+			k++;
+		u[k].ns_digest = w->files[i].part.ns_digest;
+		u[k].files++;
+		u[k].bytes += w->files[i].bytes;
+	}
+	pthread_mutex_lock(&s->lock);
+	struct l3scan_ns_usage *old = s->usage;
+	s->usage = u;
+	s->nusage = n;
+	pthread_mutex_unlock(&s->lock);
+	free(old);
+}
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -231,6 +263,7 @@ static void walk_once(struct l3scan *s)
 	each_subdir(s, top, walk_level, &w, "");
 	enforce_ns_quota(s, &w);
 	enforce_cap(s, &w);
+	keep_usage(s, &w);
 	remove_stale_temporaries(s);
 	SET(s, used_bytes, w.bytes);
 	SET(s, items, w.n);
@@ -312,7 +345,33 @@ void l3scan_stop(struct l3scan *s)
 	pthread_join(s->thread, NULL);
 	pthread_cond_destroy(&s->wake);
 	pthread_mutex_destroy(&s->lock);
+	free(s->usage);
+	s->usage = NULL;
+	s->nusage = 0;
 	s->running = false;
+}
+
+static int usage_digest_cmp(const void *key, const void *elem)
+{
+	uint64_t d = *(const uint64_t *)key, e = ((const struct l3scan_ns_usage *)elem)->ns_digest;
+	return d < e ? -1 : d > e;
+}
+
+void l3scan_ns_usage(struct l3scan *s, uint64_t ns_digest, uint64_t *files, uint64_t *bytes)
+{
+	*files = *bytes = 0;
+	if (!s->running)
+		return;
+	pthread_mutex_lock(&s->lock);
+	const struct l3scan_ns_usage *u =
+		s->usage ? bsearch(&ns_digest, s->usage, s->nusage, sizeof(*s->usage),
+				   usage_digest_cmp)
+			 : NULL;
+	if (u) {
+		*files = u->files;
+		*bytes = u->bytes;
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 #define STAT_LIVE struct l3scan_stats

@@ -10,6 +10,7 @@
  *     what it sees, so no coordinator is needed, and two nodes removing the
  *     same file is an ENOENT, not an error,
  *   - removes temporaries older than L3SCAN_STALE_S (publishers that died),
+ *   - keeps what each namespace (digest) holds after it, for l3scan_ns_usage,
  *   - hands the list of parts it saw (namespace digest, key, rank) to its
  *     owner through a callback on the keeper's thread, for lookups.
  * Owner: l3svc (start, kick, stop); the stats are read from any thread.
@@ -62,6 +63,12 @@ struct l3scan_part {
 	uint16_t rank;
 };
 
+/* What one namespace (its digest) holds in L3, every node's files, at the end of a walk. */
+struct l3scan_ns_usage {
+	uint64_t ns_digest;
+	uint64_t files, bytes;
+};
+
 struct l3scan {
 	char root[512];
 	uint64_t cap;                /* bytes; 0: none */
@@ -75,6 +82,8 @@ struct l3scan {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	bool kicked, stopping;
+	struct l3scan_ns_usage *usage; /* the last walk's, by digest; under lock */
+	uint64_t nusage;
 	struct l3scan_stats stats;
 };
 
@@ -92,6 +101,10 @@ int l3scan_start(struct l3scan *s, const char *root, const struct l3scan_limits 
 void l3scan_kick(struct l3scan *s);
 /* Stops the thread (a walk in progress finishes first). */
 void l3scan_stop(struct l3scan *s);
+
+/* The last walk's files and bytes of the namespace of ns_digest (0, 0 before a walk or
+ * when it has none). Any thread. */
+void l3scan_ns_usage(struct l3scan *s, uint64_t ns_digest, uint64_t *files, uint64_t *bytes);
 
 void l3scan_stats_read(const struct l3scan *s, struct l3scan_stats_snapshot *out);
 void l3scan_stats_visit(const struct l3scan *s, stat_visit_fn fn, void *ctx);

@@ -459,6 +459,13 @@ void l3svc_close(struct l3svc *s)
 static const struct stat_def l3svc_stat_defs[] = {L3SVC_STATS(STAT_DEF)};
 #undef STAT_LIVE
 
+void l3svc_ns_usage(struct l3svc *s, const struct kvt_ns *ns, uint64_t *files, uint64_t *bytes,
+		    uint64_t *quota)
+{
+	l3scan_ns_usage(&s->scan, ns->digest, files, bytes);
+	*quota = s->scan.ns_quota;
+}
+
 void l3svc_stats_read(const struct l3svc *s, struct l3svc_stats_snapshot *out)
 {
 	stats_copy(&s->stats, out, sizeof(*out));

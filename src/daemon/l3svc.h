@@ -92,6 +92,10 @@ bool l3svc_contains(void *ctx, const struct kvt_ns *ns, const struct kvt_key *ke
 void l3svc_read_one(struct l3svc *s, const struct kvt_ns *ns, const struct kvt_key *key,
 		    uint16_t rank);
 
+/* What ns holds in L3 (every node's files, the keeper's last walk) and its quota. Any thread. */
+void l3svc_ns_usage(struct l3svc *s, const struct kvt_ns *ns, uint64_t *files, uint64_t *bytes,
+		    uint64_t *quota);
+
 void l3svc_stats_read(const struct l3svc *s, struct l3svc_stats_snapshot *out);
 /* Every L3 stat (engine, keeper, service) for /metrics and /v1/stats. */
 void l3svc_stats_visit(const struct l3svc *s, stat_visit_fn fn, void *ctx);

@@ -179,7 +179,8 @@ static void ns_family(FILE *f, const char *name, const char *type, const char *h
 	}
 }
 
-static void render_namespaces(FILE *f, bool have_l2, const struct metrics_ns *ns, uint32_t nns)
+static void render_namespaces(FILE *f, bool have_l2, bool have_l3, const struct metrics_ns *ns,
+			      uint32_t nns)
 {
 #define NS_FIELD(field) offsetof(struct metrics_ns, field)
 	ns_family(f, "kvtier_namespace_l1_bytes", "gauge", "L1 bytes a namespace holds.", ns, nns,
@@ -195,6 +196,14 @@ static void render_namespaces(FILE *f, bool have_l2, const struct metrics_ns *ns
 			  NS_FIELD(l2_bytes));
 		ns_family(f, "kvtier_namespace_l2_quota_bytes", "gauge",
 			  "A namespace's L2 quota (0: none).", ns, nns, NS_FIELD(l2_quota));
+	}
+	if (have_l3) {
+		ns_family(f, "kvtier_namespace_l3_bytes", "gauge",
+			  "L3 bytes a namespace holds, every node's files, at the last walk.", ns, nns,
+			  NS_FIELD(l3_bytes));
+		ns_family(f, "kvtier_namespace_l3_quota_bytes", "gauge",
+			  "A namespace's L3 quota, namespace-l3-quota (0: none).", ns, nns,
+			  NS_FIELD(l3_quota));
 	}
 #undef NS_FIELD
 }
@@ -218,7 +227,7 @@ char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct l3sv
 	one(f, "kvtier_up", "gauge", "1 while the daemon serves.", 1);
 	render_tables(f, l1, l2, l3, dp);
 	render_dp(f, dp);
-	render_namespaces(f, l2 != NULL, ns, nns);
+	render_namespaces(f, l2 != NULL, l3 != NULL, ns, nns);
 	render_gpu(f);
 	if (fclose(f)) {
 		free(buf);

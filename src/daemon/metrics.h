@@ -24,6 +24,7 @@ struct metrics_ns {
 	char model[KVT_NS_MODEL_MAX + 1];
 	uint64_t l1_bytes, l1_quota, l1_quota_evictions;
 	uint64_t l2_bytes, l2_quota;
+	uint64_t l3_bytes, l3_quota;   /* every node's files, the keeper's last walk */
 };
 
 /*

@@ -320,7 +320,12 @@ def test_cap_holds_with_two_nodes_writing(make_daemon, shared):
 def test_namespace_quota_trims_only_the_namespace_past_it(make_daemon, shared):
     """Nodes A and B, without a quota, publish 8 and then 4 blocks of namespace "big",
     and A 3 of "small"; node C, with a quota of 6 files a namespace, counts every node's
-    files: "big" loses its 7 oldest (down to 95% of the quota: 5 files), "small" none."""
+    files: "big" loses its 7 oldest (down to 95% of the quota: 5 files), "small" none;
+    /v1/namespaces and /metrics show what each namespace holds."""
+    empty = node(make_daemon, shared, "--namespace-l3-quota", str(6 * FILE))
+    walked(empty)  # walks of no files at all (UBSan: no sort of a NULL array)
+    assert l3(empty)["quota_files_removed"] == 0 and l3(empty)["items"] == 0
+    assert empty.stop() == 0  # its walks would trim "big" below before C does
     a, b = node(make_daemon, shared), node(make_daemon, shared)
     ka, kb, ks = keys(8), keys(4, 100), keys(3, 900)
     da, db, ds = data_of(8, 11), data_of(4, 12), data_of(3, 13)
@@ -347,6 +352,17 @@ def test_namespace_quota_trims_only_the_namespace_past_it(make_daemon, shared):
     statuses, _ = load(c, ka, model="big")
     assert statuses.count(0) == 1 and statuses.count(-2) == 7
     assert l3(c)["read_failures"] == 0
+    # What each namespace holds, every node's files, as C's walks count them.
+    walked(c)
+    held = {n["model"]: (n["l3_files"], n["l3_bytes"], n["l3_quota_bytes"])
+            for n in get(c, "/v1/namespaces")["namespaces"]}
+    assert held == {"big": (5, 5 * FILE, 6 * FILE), "small": (3, 3 * FILE, 6 * FILE)}
+    with urllib.request.urlopen(f"http://127.0.0.1:{c.port}/metrics") as r:
+        page = r.read().decode()
+    for model, files in (("big", 5), ("small", 3)):
+        line = next(ln for ln in page.splitlines()
+                    if ln.startswith("kvtier_namespace_l3_bytes{") and f'model="{model}"' in ln)
+        assert int(line.split()[-1]) == files * FILE, line
 
 
 def test_start_refuses_a_path_that_is_not_a_writable_directory(tmp_path):
