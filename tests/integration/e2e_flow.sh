@@ -30,7 +30,12 @@ check "bench/carry.sh carries this build" \
 OUT=$TMP/out PYTHON=$PY E2E_MODEL=tiny CHUNK=16 LENGTHS=64,256 REPEATS=1 L1=256MiB L2=512MiB \
 	sh "$SRC/bench/e2e.sh" "$TMP/carry" >"$TMP/e2e.log" 2>&1
 rc=$?
-check "bench/e2e.sh exits 0" test "$rc" -eq 0 || tail -30 "$TMP/e2e.log"
+# On a failure, what each process and both daemons said (TMP goes at exit).
+check "bench/e2e.sh exits 0" test "$rc" -eq 0 || for f in "$TMP/e2e.log" "$TMP"/out/*.err \
+	"$TMP"/out/daemon-*.log; do
+	echo "--- $f: its end"
+	tail -20 "$f"
+done
 
 # json_check FILE DESCRIPTION EXPR: EXPR (Python, over each JSON line j) holds for
 # every line of FILE, and FILE has one line per length.
