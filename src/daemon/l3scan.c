@@ -141,6 +141,17 @@ static int namespace_then_older(const void *a, const void *b)
 	return older(a, b);
 }
 
+/* The end of the run of w's files (sorted by namespace) that share file i's namespace;
+ * *bytes: theirs together. */
+static uint64_t namespace_run(const struct walk *w, uint64_t i, uint64_t *bytes)
+{
+	uint64_t end = i;
+	*bytes = 0;
+	for (; end < w->n && w->files[end].part.ns_digest == w->files[i].part.ns_digest; end++)
+		*bytes += w->files[end].bytes;
+	return end;
+}
+
 /* Unlinks the file of f, which the walk found; false (counted) when it cannot. */
 static bool remove_file(struct l3scan *s, const struct file *f)
 {
@@ -161,10 +172,8 @@ static void enforce_ns_quota(struct l3scan *s, struct walk *w)
 	qsort(w->files, w->n, sizeof(*w->files), namespace_then_older);
 	uint64_t low = (uint64_t)((double)s->ns_quota * L3SCAN_LOW), kept = 0;
 	for (uint64_t i = 0, end; i < w->n; i = end) {
-		uint64_t bytes = 0;
-		for (end = i; end < w->n && w->files[end].part.ns_digest == w->files[i].part.ns_digest;
-		     end++)
-			bytes += w->files[end].bytes;
+		uint64_t bytes;
+		end = namespace_run(w, i, &bytes);
 		bool over = bytes > s->ns_quota;
 		for (uint64_t j = i; j < end; j++) {
 			const struct file *f = &w->files[j];
@@ -226,18 +235,16 @@ static void keep_usage(struct l3scan *s, struct walk *w)
 {
 	if (w->n)
 		qsort(w->files, w->n, sizeof(*w->files), by_namespace);
-	uint64_t n = 0;
-	for (uint64_t i = 0; i < w->n; i++)
-		n += i == 0 || w->files[i].part.ns_digest != w->files[i - 1].part.ns_digest;
+	uint64_t n = 0, bytes;
+	for (uint64_t i = 0; i < w->n; i = namespace_run(w, i, &bytes))
+		n++;
 	struct l3scan_ns_usage *u = calloc(n ? n : 1, sizeof(*u));
 	if (!u)
 		return; /* the last table stays: one walk old */
-	for (uint64_t i = 0, k = 0; i < w->n; i++) {
-		if (i && w->files[i].part.ns_digest != w->files[i - 1].part.ns_digest)
-			k++;
-		u[k].ns_digest = w->files[i].part.ns_digest;
-		u[k].files++;
-		u[k].bytes += w->files[i].bytes;
+	for (uint64_t i = 0, end, k = 0; i < w->n; i = end, k++) {
+		end = namespace_run(w, i, &bytes);
+		u[k] = (struct l3scan_ns_usage){.ns_digest = w->files[i].part.ns_digest,
+						.files = end - i, .bytes = bytes};
 	}
 	pthread_mutex_lock(&s->lock);
 	struct l3scan_ns_usage *old = s->usage;

@@ -102,8 +102,9 @@ void l3scan_kick(struct l3scan *s);
 /* Stops the thread (a walk in progress finishes first). */
 void l3scan_stop(struct l3scan *s);
 
-/* The last walk's files and bytes of the namespace of ns_digest (0, 0 before a walk or
- * when it has none). Any thread. */
+/* The last walk's files and bytes of the namespace of ns_digest (0, 0 before a walk,
+ * when it has none, or with the keeper stopped). Any thread, but not during
+ * l3scan_start or l3scan_stop (their owner's thread: the event loop's). */
 void l3scan_ns_usage(struct l3scan *s, uint64_t ns_digest, uint64_t *files, uint64_t *bytes);
 
 void l3scan_stats_read(const struct l3scan *s, struct l3scan_stats_snapshot *out);
