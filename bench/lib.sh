@@ -2,10 +2,14 @@
 #
 # kvtierd_start BIN DIR FLAGS...: starts BIN on runtime dir DIR (log in
 # DIR/log) and waits, at most 120 s, for its "ready:" line; sets PID. The
-# caller's EXIT trap stops it with kvtierd_stop.
+# caller's EXIT trap stops it with kvtierd_stop. The log is emptied here,
+# before the fork: the background child truncates it only when it gets to
+# run, and until then a restart would find the last daemon's "ready:" line
+# (and its port).
 kvtierd_start() {
 	_bin=$1 _dir=$2
 	shift 2
+	: >"$_dir/log"
 	"$_bin" --runtime-dir "$_dir" --http 127.0.0.1:0 "$@" 2>"$_dir/log" &
 	PID=$!
 	_i=0

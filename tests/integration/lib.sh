@@ -44,12 +44,16 @@ wait_exit() {
 }
 
 # start_daemon LOG ARGS...: starts kvtierd on a free loopback port (PORT),
-# waits for its "ready:" line; returns non-zero when it never came up.
+# waits for its "ready:" line; returns non-zero when it never came up. LOG
+# is emptied before the fork, so that a restart on the same LOG cannot take
+# the last daemon's "ready:" line for this one's (the background child
+# truncates it only when it gets to run).
 start_daemon() {
 	log=$1; shift
 	tries=0
 	while [ $tries -lt 20 ]; do
 		PORT=$((20000 + ($$ * 7 + tries * 131) % 40000))
+		: >"$log"
 		"$KVTIERD" --runtime-dir "$TMP/run" --http "127.0.0.1:$PORT" "$@" >"$log" 2>&1 &
 		DAEMON_PID=$!
 		i=0
