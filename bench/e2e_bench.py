@@ -493,7 +493,7 @@ def ttft_all(args, model):
             if not args.no_check:
                 check(model, s, sess, toks, out)
             if not args.no_timing:
-                out["gpu"] = torch.cuda.get_device_name()
+                out["gpu"] = torch.cuda.get_device_name() if model.device == "cuda" else "CPU"
                 time_it(args, model, s, sess, toks, out)
             out["store_stats"] = s.stats
         print(json.dumps(out), flush=True)
