@@ -85,7 +85,7 @@ static double write_phase(struct l2 *l2, const struct kvt_ns *ns, uint64_t items
 			wait_some(l2); /* the disk is behind: let a write finish, offer again */
 		}
 	}
-	while (l2->inflight || l2->queued_head)
+	while (!l2ring_idle(&l2->ring))
 		wait_some(l2);
 	return now_s() - t;
 }
@@ -134,7 +134,7 @@ static double read_phase(struct l2 *l2, const struct kvt_ns *ns, uint64_t items,
 				slots[q].busy = 0, slots[q].status = 0;
 			next++;
 		}
-		if (l2->inflight || l2->queued_head)
+		if (!l2ring_idle(&l2->ring))
 			wait_some(l2);
 		for (uint32_t q = 0; q < qd; q++) {
 			if (slots[q].busy || slots[q].start == 0)
@@ -236,7 +236,7 @@ int main(int argc, char **argv)
 	l2_stats_read(&l2, &s);
 	printf("kvtier-l2-bench: %" PRIu64 " blocks of %" PRIu64 " bytes, queue depth %u, "
 	       "regions of %" PRIu64 " bytes, %s buffers\n",
-	       items, o.block, o.qd, l2.region_size, l2.fixed_arena_chunks ? "registered" : "unregistered");
+	       items, o.block, o.qd, l2.region_size, l2.ring.nfixed ? "registered" : "unregistered");
 	printf("  write  %.2f GB/s (data bytes, until the last write completed)\n", wgbs);
 	printf("  read   %.2f GB/s random order, latency p50 %.0f us p99 %.0f us\n", rgbs, p50, p99);
 	printf("  scan   %.1f ms to rebuild the index of %" PRIu64 " blocks after a reopen\n",

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -20,10 +19,6 @@
 #include "log.h"
 #include "prefault.h"
 
-/* The kernel's limit on one registered buffer. */
-#define L2_MAX_FIXED (UINT64_C(1) << 30)
-/* Retries of one read or write (-EAGAIN, short transfers) before it fails. */
-#define L2_MAX_RETRIES 16
 /* I/O errors in a row that mark L2 failed. */
 #define L2_FAIL_AFTER 8
 #define L2_MIN_REGION (UINT64_C(8) << 20)
@@ -86,7 +81,6 @@ struct l2_tombstone {
 struct l2_wbuf {
 	uint8_t *mem;
 	struct l2_region *region;     /* NULL when free */
-	int fixed_index;              /* registered buffer, or -1 */
 };
 
 /*
@@ -244,7 +238,7 @@ static void item_drop(struct l2 *l2, struct l2_item *it)
 	STAT_SUB(l2, items, 1);
 }
 
-/* --- the ring --- */
+/* --- I/O errors, and the ring (l2ring.c) --- */
 
 static void note_error(struct l2 *l2)
 {
@@ -256,155 +250,24 @@ static void note_error(struct l2 *l2)
 	}
 }
 
-static void io_queue(struct l2 *l2, struct l2_io *io)
-{
-	io->next_queued = NULL;
-	if (l2->queued_tail)
-		l2->queued_tail->next_queued = io;
-	else
-		l2->queued_head = io;
-	l2->queued_tail = io;
-	STAT_SET(l2, ios_queued, ++l2->nqueued);
-}
-
-/* The registered buffer holding [p, p + len), or -1. */
-static int fixed_index(const struct l2 *l2, const uint8_t *p, uint64_t len)
-{
-	for (uint32_t i = 0; i < l2->nwbufs; i++) {
-		const struct l2_wbuf *w = &l2->wbufs[i];
-		if (w->fixed_index >= 0 && p >= w->mem && p + len <= w->mem + l2->region_size)
-			return w->fixed_index;
-	}
-	if (!l2->fixed_arena_chunks || p < l2->arena || p + len > l2->arena + l2->arena_size)
-		return -1;
-	uint64_t first = (uint64_t)(p - l2->arena) / L2_MAX_FIXED;
-	uint64_t last = (uint64_t)(p + len - 1 - l2->arena) / L2_MAX_FIXED;
-	return first == last ? (int)(l2->nwbufs + first) : -1;
-}
-
-static void io_prep(struct l2 *l2, struct io_uring_sqe *sqe, struct l2_io *io)
-{
-	uint8_t *buf = io->buf + io->done;
-	uint32_t len = io->len - io->done;
-	uint64_t off = io->offset + io->done;
-	int fd = l2->fixed_file ? 0 : l2->fd;
-	int fixed = fixed_index(l2, buf, len);
-	if (io->write && fixed >= 0)
-		io_uring_prep_write_fixed(sqe, fd, buf, len, off, fixed);
-	else if (io->write)
-		io_uring_prep_write(sqe, fd, buf, len, off);
-	else if (fixed >= 0)
-		io_uring_prep_read_fixed(sqe, fd, buf, len, off, fixed);
-	else
-		io_uring_prep_read(sqe, fd, buf, len, off);
-	if (l2->fixed_file)
-		sqe->flags |= IOSQE_FIXED_FILE;
-	io_uring_sqe_set_data(sqe, io);
-}
-
 void l2_submit(struct l2 *l2)
 {
-	bool queued = false;
-	while (l2->queued_head && l2->inflight < l2->queue_depth) {
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&l2->ring);
-		if (!sqe)
-			break;
-		struct l2_io *io = l2->queued_head;
-		l2->queued_head = io->next_queued;
-		if (!l2->queued_head)
-			l2->queued_tail = NULL;
-		io_prep(l2, sqe, io);
-		l2->nqueued--;
-		l2->inflight++;
-		queued = true;
-	}
-	/* In flight first: a reader of queued, then in flight, never misses a moved I/O. */
-	STAT_SET(l2, ios_inflight, l2->inflight);
-	atomic_thread_fence(memory_order_release);
-	STAT_SET(l2, ios_queued, l2->nqueued);
-	/*
-	 * -EBUSY / -EAGAIN: the kernel has completions to hand back first (CQ
-	 * overflow) or no memory now; the SQEs stay in the ring and go with the
-	 * next submit, after l2_process has reaped.
-	 */
-	if (queued || io_uring_sq_ready(&l2->ring))
-		io_uring_submit(&l2->ring);
-}
-
-/* One completion: continue short transfers, retry -EAGAIN, else finish. */
-static void io_handle(struct l2 *l2, struct l2_io *io, int res)
-{
-	if (l2->fault)
-		res = l2->fault(l2->fault_ctx, io->write, io->len - io->done, res);
-	if (res == -EAGAIN && io->retries < L2_MAX_RETRIES) {
-		io->retries++;
-		STAT_ADD(l2, eagain_retries, 1);
-		io_queue(l2, io);
-		return;
-	}
-	if (res < 0) {
-		io->complete(io, res);
-		return;
-	}
-	/* O_DIRECT moves whole blocks; a count short of one is redone from the last block. */
-	io->done += (uint32_t)res & ~(L2FMT_BLOCK - 1);
-	if (io->done >= io->len) {
-		io->complete(io, 0);
-		return;
-	}
-	if (res == 0 || io->retries >= L2_MAX_RETRIES) {
-		io->complete(io, -EIO);
-		return;
-	}
-	io->retries++;
-	STAT_ADD(l2, short_ios, 1);
-	io_queue(l2, io);
-}
-
-/* Takes one completion off the ring and handles it. */
-static void complete_cqe(struct l2 *l2, struct io_uring_cqe *cqe)
-{
-	struct l2_io *io = io_uring_cqe_get_data(cqe);
-	int res = cqe->res;
-	io_uring_cqe_seen(&l2->ring, cqe);
-	l2->inflight--;
-	io_handle(l2, io, res);
-}
-
-/* Takes every completion the ring holds; returns how many. */
-static unsigned reap(struct l2 *l2)
-{
-	struct io_uring_cqe *cqe;
-	unsigned n = 0;
-	for (; io_uring_peek_cqe(&l2->ring, &cqe) == 0; n++)
-		complete_cqe(l2, cqe);
-	return n;
+	l2ring_submit(&l2->ring);
 }
 
 uint32_t l2_poll(struct l2 *l2)
 {
-	/* Nothing in the ring while I/O is out: a completion may still wait as
-	 * the kernel's task work for this thread; entering the kernel runs it. */
-	if (!reap(l2) && l2->inflight) {
-		io_uring_get_events(&l2->ring);
-		reap(l2);
-	}
-	l2_submit(l2);
-	return l2->inflight;
+	return l2ring_poll(&l2->ring);
 }
 
 void l2_process(struct l2 *l2)
 {
-	uint64_t ticks;
-	if (read(l2->eventfd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
-		log_warn("l2: eventfd: %s", strerror(errno));
-	reap(l2);
-	l2_submit(l2);
+	l2ring_process(&l2->ring);
 }
 
 int l2_event_fd(const struct l2 *l2)
 {
-	return l2->eventfd;
+	return l2ring_event_fd(&l2->ring);
 }
 
 /* --- regions and write buffers --- */
@@ -555,7 +418,7 @@ static int write_queue_from(struct l2 *l2, struct l2_region *r, const uint8_t *b
 	w->start = start;
 	w->end = end;
 	r->writes++;
-	io_queue(l2, &w->io);
+	l2ring_queue(&l2->ring, &w->io);
 	return 0;
 }
 
@@ -917,7 +780,7 @@ int l2_read_begin(struct l2 *l2, const struct kvt_ns *ns, const struct kvt_key *
 	rd->io = (struct l2_io){.l2 = l2, .complete = read_complete, .buf = dst,
 				.offset = p->offset, .len = (uint32_t)l2fmt_align(p->length)};
 	r->readers++;
-	io_queue(l2, &rd->io);
+	l2ring_queue(&l2->ring, &rd->io);
 	return 0;
 }
 
@@ -993,7 +856,7 @@ int l2_probe(struct l2 *l2)
 	p->owned_block = owned;
 	r->writes++;
 	l2->probing = true;
-	io_queue(l2, &p->io);
+	l2ring_queue(&l2->ring, &p->io);
 	return 0;
 }
 
@@ -1210,49 +1073,25 @@ static uint64_t auto_region_size(uint64_t size)
 	return r > L2_MAX_AUTO_REGION ? L2_MAX_AUTO_REGION : r;
 }
 
-static int open_ring(struct l2 *l2, char *why, size_t whylen)
-{
-	int err = io_uring_queue_init(l2->queue_depth, &l2->ring, 0);
-	if (err)
-		return kvt_fail(why, whylen, err,
-			    "io_uring_setup: %s (io_uring is blocked by a seccomp profile, "
-			    "disabled by the kernel.io_uring_disabled sysctl, or the kernel is "
-			    "older than 5.6); run without l2-path to use L1 only",
-			    strerror(-err));
-	l2->ring_open = true;
-	l2->eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (l2->eventfd < 0)
-		return kvt_fail(why, whylen, -errno, "eventfd: %s", strerror(errno));
-	if ((err = io_uring_register_eventfd(&l2->ring, l2->eventfd)))
-		return kvt_fail(why, whylen, err, "io_uring_register_eventfd: %s", strerror(-err));
-	l2->fixed_file = io_uring_register_files(&l2->ring, &l2->fd, 1) == 0;
-	return 0;
-}
-
 /* Registers the write buffers and the arena (in 1 GiB pieces); without, I/O still works. */
 static void register_buffers(struct l2 *l2)
 {
-	unsigned chunks = l2->arena ? (unsigned)((l2->arena_size + L2_MAX_FIXED - 1) / L2_MAX_FIXED) : 0;
+	unsigned chunks = l2->arena ? (unsigned)((l2->arena_size + L2RING_MAX_BUFFER - 1) / L2RING_MAX_BUFFER) : 0;
 	struct iovec *iov = calloc(l2->nwbufs + chunks, sizeof(*iov));
 	if (!iov)
 		return;
 	for (uint32_t i = 0; i < l2->nwbufs; i++)
 		iov[i] = (struct iovec){l2->wbufs[i].mem, l2->region_size};
 	for (unsigned c = 0; c < chunks; c++) {
-		uint64_t off = (uint64_t)c * L2_MAX_FIXED;
-		uint64_t len = l2->arena_size - off < L2_MAX_FIXED ? l2->arena_size - off : L2_MAX_FIXED;
+		uint64_t off = (uint64_t)c * L2RING_MAX_BUFFER;
+		uint64_t len = l2->arena_size - off < L2RING_MAX_BUFFER ? l2->arena_size - off : L2RING_MAX_BUFFER;
 		iov[l2->nwbufs + c] = (struct iovec){l2->arena + off, len};
 	}
-	int err = io_uring_register_buffers(&l2->ring, iov, l2->nwbufs + chunks);
+	int err = l2ring_register(&l2->ring, iov, l2->nwbufs + chunks);
 	free(iov);
-	if (err) {
+	if (err)
 		log_warn("l2: cannot register buffers with io_uring (%s; memlock limit?); "
 			 "using unregistered I/O", strerror(-err));
-		return;
-	}
-	for (uint32_t i = 0; i < l2->nwbufs; i++)
-		l2->wbufs[i].fixed_index = i;
-	l2->fixed_arena_chunks = chunks;
 }
 
 static int alloc_wbufs(struct l2 *l2)
@@ -1266,7 +1105,7 @@ static int alloc_wbufs(struct l2 *l2)
 		if (m == MAP_FAILED)
 			return -ENOMEM;
 		prefault_touch(m, l2->region_size);
-		l2->wbufs[i] = (struct l2_wbuf){m, NULL, -1};
+		l2->wbufs[i] = (struct l2_wbuf){m, NULL};
 	}
 	return 0;
 }
@@ -1276,7 +1115,7 @@ static int l2_setup(struct l2 *l2, const struct l2_config *cfg, uint64_t size, c
 		    size_t whylen)
 {
 	l2->region_size = cfg->region_size ? cfg->region_size : auto_region_size(size);
-	if (l2->region_size % L2FMT_BLOCK || l2->region_size > L2_MAX_FIXED)
+	if (l2->region_size % L2FMT_BLOCK || l2->region_size > L2RING_MAX_BUFFER)
 		return kvt_fail(why, whylen, -EINVAL,
 			    "l2-region-size: must be a multiple of 4 KiB and at most 1 GiB");
 	uint64_t nregions = size / l2->region_size;
@@ -1285,7 +1124,7 @@ static int l2_setup(struct l2 *l2, const struct l2_config *cfg, uint64_t size, c
 			    "l2-size: %s must hold at least 2 regions of %" PRIu64 " bytes",
 			    cfg->path, l2->region_size);
 	l2->nregions = (uint32_t)nregions;
-	int err = open_ring(l2, why, whylen);
+	int err = l2ring_open(&l2->ring, l2->fd, cfg->queue_depth, &l2->stats, why, whylen);
 	if (err)
 		return err;
 	if (!(l2->regions = calloc(l2->nregions, sizeof(*l2->regions))) || alloc_wbufs(l2) ||
@@ -1303,7 +1142,7 @@ static int l2_setup(struct l2 *l2, const struct l2_config *cfg, uint64_t size, c
 
 int l2_open(struct l2 *l2, const struct l2_config *cfg, char *why, size_t whylen)
 {
-	*l2 = (struct l2){.fd = -1, .eventfd = -1, .queue_depth = cfg->queue_depth,
+	*l2 = (struct l2){.fd = -1, .ring = {.eventfd = -1},
 			  .nwbufs = cfg->write_buffers ? cfg->write_buffers : 2,
 			  .arena = cfg->arena, .arena_size = cfg->arena_size, .next_seq = 1};
 	struct l2dev dev;
@@ -1321,16 +1160,7 @@ void l2_close(struct l2 *l2)
 {
 	if (l2->open)
 		region_seal(l2, l2->open);
-	if (l2->ring_open) {
-		l2_submit(l2);
-		while (l2->inflight || l2->queued_head) {
-			struct io_uring_cqe *cqe;
-			if (io_uring_wait_cqe(&l2->ring, &cqe) == 0)
-				complete_cqe(l2, cqe);
-			l2_submit(l2);
-		}
-		io_uring_queue_exit(&l2->ring);
-	}
+	l2ring_close(&l2->ring);
 	if (l2->regions) {
 		for (uint32_t i = 0; i < l2->nregions; i++) {
 			while (l2->regions[i].parts)
@@ -1351,8 +1181,6 @@ void l2_close(struct l2 *l2)
 	}
 	free(l2->wbufs);
 	free(l2->regions);
-	if (l2->eventfd >= 0)
-		close(l2->eventfd);
 	if (l2->fd >= 0)
 		close(l2->fd);
 }

@@ -1,7 +1,8 @@
 /*
  * l2.h — the L2 tier engine: a file or block device opened with O_DIRECT,
- * cut into log-structured regions (docs/l2-format.md), driven by one
- * io_uring on the owner thread; the index of the parts it holds; the write
+ * cut into log-structured regions (docs/l2-format.md), its reads and writes
+ * on one io_uring (l2ring.h) on the owner thread; the index of the parts it
+ * holds; the write
  * buffers victims are copied into; reads into caller memory, checksummed;
  * region reclaim (oldest region first); recovery of the index at start; and
  * the counters of all of it.
@@ -18,7 +19,6 @@
 #ifndef KVTD_L2_H
 #define KVTD_L2_H
 
-#include <liburing.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,6 +26,7 @@
 #include "index.h"
 #include "kvtier/kvtier.h"
 #include "l1.h"
+#include "l2ring.h"
 #include "ns.h"
 #include "stat_table.h"
 
@@ -107,19 +108,6 @@ struct l2_ns_usage;
 /* Buckets of the per-namespace usage table (a power of two). */
 #define L2_USAGE_BUCKETS 256
 
-/* One read or write on the ring. Private to l2.c; embedded in l2_read. */
-struct l2_io {
-	struct l2 *l2;
-	void (*complete)(struct l2_io *io, int res);
-	struct l2_io *next_queued;
-	uint8_t *buf;
-	uint64_t offset;          /* in the file */
-	uint32_t len;             /* aligned bytes wanted */
-	uint32_t done;            /* bytes transferred so far */
-	uint32_t retries;
-	bool write;
-};
-
 /*
  * A part read, owned by the caller (no allocation per read). done is called
  * on the owner thread with 0, -ENOENT (the item went away or its checksum
@@ -144,28 +132,14 @@ struct l2_config {
 	uint64_t arena_size;
 };
 
-/*
- * Fault injection for tests: called with each completion's result before the
- * engine sees it; returns the result to use (an error, a shorter count).
- */
-typedef int (*l2_fault_fn)(void *ctx, bool write, uint32_t wanted, int res);
-
 struct l2 {
 	int fd;
 	bool in_memory;               /* the file is on tmpfs or ramfs: "L2" is RAM */
-	struct io_uring ring;
-	bool ring_open;
-	int eventfd;
-	bool fixed_file;
-	unsigned fixed_arena_chunks;  /* registered buffers after the write buffers */
+	struct l2_ring ring;          /* its reads and writes (tests set ring.fault) */
 	uint8_t *arena;
 	uint64_t arena_size;
 	uint64_t region_size;
 	uint32_t nregions;
-	uint32_t queue_depth;
-	uint32_t inflight;
-	uint32_t nqueued;
-	struct l2_io *queued_head, *queued_tail;  /* waiting for room on the ring */
 	struct l2_region *regions;
 	struct l2_region *open;       /* being filled, NULL when none */
 	struct l2_wbuf *wbufs;        /* one fills while the others are written out */
@@ -175,8 +149,6 @@ struct l2 {
 	struct l2_ns_usage **usage;   /* by namespace digest */
 	uint32_t consecutive_errors;
 	bool probing;                 /* a probe write is in flight */
-	l2_fault_fn fault;
-	void *fault_ctx;
 	struct l2_stats stats;
 };
 

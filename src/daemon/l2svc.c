@@ -165,8 +165,8 @@ int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, st
 	kvt_format_size(s->l2.nregions * s->l2.region_size, size, sizeof(size));
 	kvt_format_size(s->l2.region_size, region, sizeof(region));
 	log_info("l2: %s: %s in %u regions of %s, queue depth %u, %s buffers", cfg->l2_path,
-		 size, s->l2.nregions, region, s->l2.queue_depth,
-		 s->l2.fixed_arena_chunks ? "registered" : "unregistered");
+		 size, s->l2.nregions, region, s->l2.ring.depth,
+		 s->l2.ring.nfixed ? "registered" : "unregistered");
 	s->ring_src = (struct loop_source){l2_event_fd(&s->l2), on_ring};
 	s->done_src = (struct loop_source){eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), on_recovered};
 	if (s->done_src.fd < 0 || (err = loop_add(loop, &s->ring_src, EPOLLIN)) ||
@@ -209,7 +209,7 @@ void l2svc_flush(struct l2svc *s, uint32_t limit_ms)
 		loop_run_once(s->loop, 10); /* the submit hook writes behind; the ring completes */
 		dirty_now(s, &items, size, sizeof(size));
 		uint64_t now = dp_now_ms();
-		if (!items && !s->l2.inflight && !s->l2.nqueued) {
+		if (!items && l2ring_idle(&s->l2.ring)) {
 			log_info("stop: L2 holds what L1 held (%.1f s)", (double)(now - start) / 1e3);
 			return;
 		}

@@ -70,8 +70,8 @@ static void l2_up(struct fixture *f)
 		fail_msg("l2_open: %s", why);
 	assert_int_equal(l2_recover(&f->l2), 0);
 	l2_start(&f->l2);
-	f->l2.fault = inject;
-	f->l2.fault_ctx = f;
+	f->l2.ring.fault = inject;
+	f->l2.ring.fault_ctx = f;
 	f->open = true;
 }
 
@@ -110,7 +110,7 @@ static void fixture_free(struct fixture *f)
 static void settle(struct fixture *f)
 {
 	l2_submit(&f->l2);
-	while (f->l2.inflight || f->l2.queued_head) {
+	while (!l2ring_idle(&f->l2.ring)) {
 		struct pollfd p = {l2_event_fd(&f->l2), POLLIN, 0};
 		assert_true(poll(&p, 1, 10000) == 1);
 		l2_process(&f->l2);
