@@ -58,7 +58,7 @@ enum kvt_buffer_kind {
 /*
  * Payloads (offsets in bytes):
  *
- * HELLO     req: u16 version, u8 role, u8 0, u16 tp_size, u16 rank,
+ * HELLO     req: u16 version, u8 role, u8 flags (KVT_HELLO_*), u16 tp_size, u16 rank,
  *                u64 block_bytes, u64 session (0: new client; else join it
  *                as another lane), u16 model_len, u16 salt_len, u32 0,
  *                model bytes, salt bytes                       (32 + names)
@@ -81,6 +81,13 @@ enum kvt_buffer_kind {
  *           rep: u32 nblocks, u32 0, nblocks x { i32 status, u32 length }
  */
 #define KVT_HELLO_BYTES 32
+/*
+ * HELLO flags. KVT_HELLO_TIER3: the client reads tier 3 in LOOKUP replies;
+ * a connection without it (a libkvtier older than L3, which rejects a tier
+ * above 2) is told 2 for a block in L3, which it loads the same way. Bits it
+ * does not know the daemon ignores.
+ */
+#define KVT_HELLO_TIER3 0x01
 #define KVT_HELLO_REPLY_BYTES 24
 #define KVT_UUID_BYTES 16        /* a CUDA device UUID */
 #define KVT_IPC_HANDLE_BYTES 64  /* a cudaIpcMemHandle_t */

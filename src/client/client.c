@@ -273,6 +273,7 @@ static int hello(struct kvt_client *c, struct lane *l, const struct kvt_client_o
 		return -EINVAL;
 	struct frame_hello fh = {
 		.version = KVT_PROTO_VERSION, .role = o->scheduler ? KVT_ROLE_SCHEDULER : KVT_ROLE_WORKER,
+		.flags = KVT_HELLO_TIER3,
 		.tp_size = o->tp_size ? o->tp_size : 1, .rank = o->rank, .block_bytes = o->block_bytes,
 		.session = c->session,
 	};

@@ -29,6 +29,7 @@
 struct frame_hello {
 	uint16_t version;
 	uint8_t role;
+	uint8_t flags;            /* KVT_HELLO_* */
 	uint16_t tp_size;
 	uint16_t rank;
 	uint64_t block_bytes;

@@ -36,7 +36,7 @@ size_t frame_encode_hello(uint8_t *p, const struct frame_hello *in)
 	struct wire_wr w = {p, KVT_HELLO_BYTES + mlen + slen, false};
 	wire_put_u16(&w, in->version);
 	wire_put_u8(&w, in->role);
-	wire_put_u8(&w, 0);
+	wire_put_u8(&w, in->flags);
 	wire_put_u16(&w, in->tp_size);
 	wire_put_u16(&w, in->rank);
 	wire_put_u64(&w, in->block_bytes);
@@ -54,7 +54,7 @@ int frame_decode_hello(const uint8_t *p, size_t n, struct frame_hello *out)
 	struct wire_rd r = {p, n, false};
 	out->version = wire_u16(&r);
 	out->role = wire_u8(&r);
-	(void)wire_u8(&r);
+	out->flags = wire_u8(&r);
 	out->tp_size = wire_u16(&r);
 	out->rank = wire_u16(&r);
 	out->block_bytes = wire_u64(&r);

@@ -32,6 +32,7 @@ struct dp_conn {
 	pid_t pid;                   /* SO_PEERCRED; 0 when unknown */
 	uint8_t role;
 	uint16_t rank;
+	bool reads_tier3;            /* its HELLO had KVT_HELLO_TIER3 */
 	bool hello_done;
 	bool dead;                   /* socket closed; waits for copies in flight */
 	bool retired;                /* off the live list; freed after the batch */

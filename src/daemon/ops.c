@@ -120,6 +120,7 @@ static int op_hello(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *
 	ns_bind(ns);
 	c->role = hello.role;
 	c->rank = hello.role == KVT_ROLE_WORKER ? hello.rank : 0;
+	c->reads_tier3 = hello.flags & KVT_HELLO_TIER3;
 	c->hello_done = true;
 	uint8_t *out = conn_reply_begin(c, h->op, h->id, 0, KVT_HELLO_REPLY_BYTES);
 	if (out)
@@ -228,7 +229,8 @@ static int op_lookup(struct dp_conn *c, const struct wire_hdr *h, const uint8_t 
 		session_add_lease(c->session, lease);
 	for (; !err && dp->tiering.l3 && hits < lk.nkeys &&
 	       l3svc_contains(dp->tiering.l3, c->ns, &lk.keys[hits]); hits++)
-		tiers[hits] = KVT_TIER_L3; /* the prefix goes on in L3 */
+		/* The prefix goes on in L3; a client older than L3 is told 2 (protocol.h). */
+		tiers[hits] = c->reads_tier3 ? KVT_TIER_L3 : KVT_TIER_L2;
 	reply_encode_lookup_head(out, hits, lk.nkeys, lease);
 	return 0;
 }

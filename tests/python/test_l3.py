@@ -1,6 +1,7 @@
 """test_l3.py — the L3 tier (docs/l3.md) with two or three kvtierd standing
 for nodes (their own runtime dirs and sockets) sharing one L3 directory:
-byte-exact loads across nodes, lookups naming tier 3, each part published
+byte-exact loads across nodes, lookups naming tier 3 (tier 2 to a client
+older than L3), each part published
 once under concurrent stores, corrupt and truncated files quarantined, a hung
 read cancelled, symlinks and FIFOs at part names not taken for parts, kill -9
 of a publisher, the cap with two daemons writing, the namespace quota, and a
@@ -11,8 +12,10 @@ import glob
 import json
 import os
 import select
+import socket
 import subprocess
 import sys
+import struct
 import threading
 import time
 import urllib.request
@@ -143,6 +146,42 @@ def test_a_node_loads_what_another_published(make_daemon, shared):
     # A key nobody stored is a miss, counted.
     statuses, _ = load(b, keys(1, 1000))
     assert statuses == [-2] and l3(b)["read_misses"] == 1
+
+
+def raw_call(sock, op, payload):
+    """One frame on a raw socket, the way a libkvtier of any version writes it
+    (include/kvtier/protocol.h): the reply's status and payload."""
+    sock.sendall(struct.pack("<IHHIiQ", 0x3154564B, op, 0, len(payload), 0, 9) + payload)
+    head = sock.recv(24, socket.MSG_WAITALL)
+    _, rop, flags, length, status, _ = struct.unpack("<IHHIiQ", head)
+    assert rop == op and flags & 1
+    return status, sock.recv(length, socket.MSG_WAITALL) if length else b""
+
+
+def raw_lookup_tiers(d, ks, hello_flags):
+    """The tiers a LOOKUP of ks names to a client whose HELLO had hello_flags."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(d.socket)
+        hello = struct.pack("<HBBHHQQHHI", 1, 0, hello_flags, 1, 0, BLOCK, 0, 1, 0, 0) + b"m"
+        assert raw_call(sock, 1, hello)[0] == 0
+        status, rep = raw_call(sock, 5, struct.pack("<II", len(ks), 0) + b"".join(ks))
+        assert status == 0
+        hits, n, _lease = struct.unpack_from("<IIQ", rep)
+        assert n == len(ks) and len(rep) == 16 + n
+        return hits, list(rep[16:])
+
+
+def test_a_client_older_than_l3_is_told_tier_2(make_daemon, shared):
+    """A libkvtier older than L3 sends HELLO flags 0 and rejects tier 3: it is
+    told 2 for blocks in L3 (protocol.h KVT_HELLO_TIER3), and loads them."""
+    a, b, ks, data = published_then_fresh(make_daemon, shared, 4, 11)
+    walked(b)
+    assert raw_lookup_tiers(b, ks, 0) == (4, [2] * 4)
+    assert raw_lookup_tiers(b, ks, 1) == (4, [3] * 4)
+    assert raw_lookup_tiers(b, ks, 0x81) == (4, [3] * 4)  # bits it does not know: ignored
+    statuses, got = load(b, ks)
+    assert statuses == [0] * 4 and np.array_equal(got, data)
+    assert raw_lookup_tiers(b, ks, 0) == (4, [1] * 4)  # promoted: L1 for every client
 
 
 def test_concurrent_overlapping_stores_publish_each_part_once(make_daemon, shared):

@@ -16,17 +16,21 @@ static void test_hello_round_trip(void **state)
 {
 	(void)state;
 	struct frame_hello in = {.version = KVT_PROTO_VERSION, .role = KVT_ROLE_WORKER,
-				 .tp_size = 4, .rank = 3, .block_bytes = 1u << 21,
+				 .flags = KVT_HELLO_TIER3 | 0x80, .tp_size = 4, .rank = 3,
+				 .block_bytes = 1u << 21,
 				 .session = 0x1122334455667789ull, .model = "qwen3-8b", .salt = "s"};
 	uint8_t p[KVT_HELLO_BYTES + 2 * KVT_MAX_NAME];
 	size_t n = frame_encode_hello(p, &in);
 	assert_int_equal(n, KVT_HELLO_BYTES + 8 + 1);
 	struct wire_rd r = {p, n, false};
 	assert_int_equal(wire_u16(&r), KVT_PROTO_VERSION); /* the layout: version first */
+	assert_int_equal(wire_u8(&r), KVT_ROLE_WORKER);    /* then role, then flags */
+	assert_int_equal(wire_u8(&r), KVT_HELLO_TIER3 | 0x80);
 	struct frame_hello out;
 	assert_int_equal(frame_decode_hello(p, n, &out), 0);
 	assert_int_equal(out.version, in.version);
 	assert_int_equal(out.role, in.role);
+	assert_int_equal(out.flags, KVT_HELLO_TIER3 | 0x80); /* kept whole: the daemon ignores what it does not know */
 	assert_int_equal(out.tp_size, 4);
 	assert_int_equal(out.rank, 3);
 	assert_int_equal(out.block_bytes, in.block_bytes);
