@@ -29,7 +29,7 @@ struct l2_stats;
 
 /* One read or write on the ring, embedded in its caller's request. */
 struct l2_io {
-	struct l2 *l2;            /* the engine it is for: the ring does not look at it */
+	struct l2 *l2;            /* the engine it is for (may be NULL): the ring does not look at it */
 	/* Called once, on the owner thread: 0 when every byte moved, else -errno. */
 	void (*complete)(struct l2_io *io, int res);
 	struct l2_io *next_queued;

@@ -28,12 +28,21 @@
 static _Alignas(4096) uint8_t src_mem[FILE_BYTES];
 static _Alignas(4096) uint8_t dst_mem[FILE_BYTES];
 
+struct fixture;
+
+/* An I/O as a caller of the ring embeds it, knowing its fixture and its block. */
+struct test_io {
+	struct l2_io io;
+	struct fixture *f;
+	unsigned index;
+};
+
 struct fixture {
 	char path[256];
 	int fd;
 	struct l2_ring ring;
 	struct l2_stats stats;
-	struct l2_io ios[BLOCKS];
+	struct test_io ios[BLOCKS];
 	int results[BLOCKS];     /* of each completion; 1: not completed */
 	unsigned completions;
 	/* fault injection: each of the next fault_count completions gets fault_res */
@@ -54,16 +63,21 @@ static int inject(void *ctx, bool write, uint32_t wanted, int res)
 	return f->fault_res;
 }
 
-static struct fixture *fixture_of(struct l2_io *io)
-{
-	return (struct fixture *)io->l2; /* the ring hands l2 back untouched: here, the fixture */
-}
-
 static void completed(struct l2_io *io, int res)
 {
-	struct fixture *f = fixture_of(io);
-	f->results[io - f->ios] = res;
-	f->completions++;
+	struct test_io *t = (struct test_io *)io; /* io is its first member */
+	t->f->results[t->index] = res;
+	t->f->completions++;
+}
+
+/* Queues an I/O of len bytes at offset as slot i of the fixture. */
+static void queue_io(struct fixture *f, unsigned i, bool write, uint8_t *mem, uint64_t offset,
+		     uint32_t len)
+{
+	f->ios[i] = (struct test_io){{.complete = completed, .buf = mem, .offset = offset,
+				      .len = len, .write = write}, f, i};
+	f->results[i] = 1;
+	l2ring_queue(&f->ring, &f->ios[i].io);
 }
 
 static struct fixture *fixture_new(uint32_t depth)
@@ -97,10 +111,7 @@ static void fixture_free(struct fixture *f)
 /* Queues block i of the file: written from src_mem, or read into dst_mem. */
 static void queue_block(struct fixture *f, unsigned i, bool write, uint8_t *mem, uint32_t len)
 {
-	f->ios[i] = (struct l2_io){.l2 = (struct l2 *)f, .complete = completed, .buf = mem,
-				   .offset = (uint64_t)i * BLOCK, .len = len, .write = write};
-	f->results[i] = 1;
-	l2ring_queue(&f->ring, &f->ios[i]);
+	queue_io(f, i, write, mem, (uint64_t)i * BLOCK, len);
 }
 
 /* Submits and completes until the ring is idle. */
@@ -135,7 +146,7 @@ static void test_past_the_depth_in_order_byte_exact(void **state)
 	l2ring_submit(&f->ring);
 	assert_int_equal(STAT(f, ios_inflight), 2);
 	assert_int_equal(STAT(f, ios_queued), BLOCKS - 2);
-	assert_ptr_equal(f->ring.queued_head, &f->ios[2]); /* the first two went, in order */
+	assert_ptr_equal(f->ring.queued_head, &f->ios[2].io); /* the first two went, in order */
 	settle(f);
 	assert_int_equal(f->completions, BLOCKS);
 	for (unsigned i = 0; i < BLOCKS; i++)
@@ -223,10 +234,7 @@ static void test_read_past_the_end_fails(void **state)
 	(void)state;
 	struct fixture *f = fixture_new(8);
 	write_all_blocks(f);
-	f->ios[0] = (struct l2_io){.l2 = (struct l2 *)f, .complete = completed, .buf = dst_mem,
-				   .offset = FILE_BYTES, .len = BLOCK};
-	f->results[0] = 1;
-	l2ring_queue(&f->ring, &f->ios[0]);
+	queue_io(f, 0, false, dst_mem, FILE_BYTES, BLOCK);
 	settle(f);
 	assert_int_equal(f->results[0], -EIO);
 	assert_int_equal(STAT(f, short_ios), 0);
