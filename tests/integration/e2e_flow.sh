@@ -55,7 +55,7 @@ json_check corrupt.jsonl "the corrupt chunk is a miss, one checksum failure, the
 json_check exact.jsonl "the restored prefix is whole and its logits and tokens are bit-exact" \
 	'j["restored_tokens"] == j["prefix_tokens"] and j["kv_restored_equal_prefill"] and j["bit_exact"] and j["same_tokens"] and j["graph_vs_eager_max_abs_diff"] == 0' 2
 json_check ttft.jsonl "TTFT is measured from L1 and from L2 at every length" \
-	'all(j[k] > 0 for k in ("ttft_recompute_ms", "ttft_l1_ms", "ttft_l2_ms", "load_l2_ms"))' 2
+	'all(j[k] > 0 for k in ("ttft_recompute_ms", "ttft_l1_ms", "ttft_l2_ms", "load_l2_ms")) and len(j["load_l2_marks_ms"]["groups"]) == len(j["load_marks_ms"]["groups"]) > 0' 2
 check "the daemon's /v1/stats was collected" "$PY" -c 'import json, sys; json.load(open(sys.argv[1]))["l2"]' "$TMP/out/stats.json"
 check "the plot is a PNG" sh -c 'head -c 8 "$1" | od -An -c | grep -q "P   N   G"' sh "$TMP/out/e2e.png"
 finish
