@@ -3,7 +3,9 @@
 # mode (stores past L1 into L2, loads back, every byte checked) alternating
 # with clients SIGKILLed in the middle of their requests, for DURATION
 # seconds. Samples the daemon's RSS and open fds after every iteration and
-# prints the first, last and largest: a leak shows as growth.
+# prints the first, last and largest: a leak shows as growth. Then stops the
+# daemon: a non-zero exit or a sanitizer report in its log fails the soak
+# (run it on build/sanitize to kill clients mid-request under ASan).
 #
 #   bench/soak.sh [BUILD-DIR]            (default: build/plain)
 #   DURATION=600 bench/soak.sh
@@ -49,3 +51,15 @@ curl -s "http://127.0.0.1:$(kvtierd_port "$DIR/log")/v1/stats" |
 print("after: clients", d["clients_active"], "lanes", d["connections_active"], "buffers", d["buffers_registered"],
       "pins", l["pinned_items"], "leases", l["leases_active"], "| L2 victims written", t["victims_written"],
       "dropped_behind", t["victims_dropped_behind"], "checksum failures", t["checksum_failures"], "io errors", t["io_errors"])'
+# The daemon stops cleanly, and a sanitizer build's report (ASan, UBSan,
+# LeakSanitizer at exit) is a failure: the soak kills clients mid-request.
+kill "$PID"
+rc=0
+wait "$PID" || rc=$?
+PID=
+if [ "$rc" -ne 0 ] || grep -q -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$DIR/log"; then
+	echo "kvtierd exited $rc; its log's end:"
+	tail -30 "$DIR/log"
+	exit 1
+fi
+echo "kvtierd stopped cleanly (exit 0, no sanitizer report)"
