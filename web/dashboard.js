@@ -187,7 +187,9 @@ function renderEvictions(stats) {
     rows.push(["L3 files removed for the cap", l3.files_removed],
       ["L3 checksum failures (quarantined)", l3.checksum_failures],
       ["L3 publishes failed", l3.publish_failed], ["L3 publishes skipped", l3.publish_skipped],
-      ["L3 I/O errors", l3.io_errors], ["L3 operations timed out", l3.op_timeouts]);
+      ["L3 I/O errors", l3.io_errors], ["L3 operations timed out", l3.op_timeouts],
+      ["L3 reads abandoned (cancel refused)", l3.reads_abandoned],
+      ["L3 abandoned reads still held", l3.reads_held]);
   }
   const t = $("evictions");
   fillRows(t.tBodies[0] || t.createTBody(), rows.map(([k, v]) => [k, fmtInt(v)]));

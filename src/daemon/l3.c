@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -154,12 +155,41 @@ static struct io_uring_sqe *get_sqe(struct l3 *l3)
  */
 static void link_timeout(struct l3 *l3, const struct l3_op *op, struct io_uring_sqe *sqe)
 {
-	if (op->step == CLOSE || (!l3->op_timeout.tv_sec && !l3->op_timeout.tv_nsec))
+	if (op->step == CLOSE || l3->no_cancel || (!l3->op_timeout.tv_sec && !l3->op_timeout.tv_nsec))
 		return;
 	sqe->flags |= IOSQE_IO_LINK;
 	struct io_uring_sqe *t = io_uring_get_sqe(&l3->ring);
 	io_uring_prep_link_timeout(t, &l3->op_timeout, 0);
 	io_uring_sqe_set_data(t, NULL);
+}
+
+uint64_t l3_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A read's step went into the ring: l3_abandon_stuck watches it until it completes. */
+static void read_into_ring(struct l3 *l3, struct l3_op *op)
+{
+	op->submitted_ms = l3_now_ms();
+	op->prev_read = NULL;
+	op->next_read = l3->reads_in_ring;
+	if (l3->reads_in_ring)
+		l3->reads_in_ring->prev_read = op;
+	l3->reads_in_ring = op;
+}
+
+static void read_out_of_ring(struct l3 *l3, struct l3_op *op)
+{
+	if (op->prev_read)
+		op->prev_read->next_read = op->next_read;
+	else
+		l3->reads_in_ring = op->next_read;
+	if (op->next_read)
+		op->next_read->prev_read = op->prev_read;
+	op->prev_read = op->next_read = NULL;
 }
 
 /* Prepares op's SQE for its step; false when the ring is full (op waits in the queue). */
@@ -219,6 +249,8 @@ static bool prep(struct l3 *l3, struct l3_op *op)
 	}
 	io_uring_sqe_set_data(sqe, op);
 	l3->in_ring++;
+	if (op->kind == L3_OP_READ)
+		read_into_ring(l3, op);
 	link_timeout(l3, op, sqe);
 	return true;
 }
@@ -341,6 +373,12 @@ static void read_step(struct l3_op *op, int res)
 {
 	struct l3_read *rd = (struct l3_read *)((char *)op - offsetof(struct l3_read, op));
 	struct l3 *l3 = op->l3;
+	if (op->abandoned) { /* the kernel let go at last: close what it opened, then done */
+		if (op->step == READ_OPEN && res >= 0)
+			op->fd = res;
+		finish(op, -ETIMEDOUT);
+		return;
+	}
 	switch ((enum step)op->step) {
 	case READ_OPEN:
 		if (reopen_buffered(op, res))
@@ -401,8 +439,34 @@ static void read_finished(struct l3_op *op)
 	} else {
 		COUNT(l3, read_failures, 1);
 	}
+	if (op->abandoned)
+		atomic_fetch_sub_explicit(&l3->stats.reads_held, 1, memory_order_relaxed);
 	rd->op.length = op->length;
 	rd->done(rd, op->status);
+}
+
+unsigned l3_abandon_stuck(struct l3 *l3, uint64_t now_ms)
+{
+	if (!l3->op_timeout_ms)
+		return 0;
+	uint64_t limit = (uint64_t)l3->op_timeout_ms + L3_ABANDON_GRACE_MS;
+	unsigned n = 0;
+	for (struct l3_op *op = l3->reads_in_ring, *next; op; op = next) {
+		next = op->next_read; /* the callback may begin reads: they go in at the head */
+		struct l3_read *rd = (struct l3_read *)((char *)op - offsetof(struct l3_read, op));
+		if (op->abandoned || op->step == CLOSE || !rd->abandoned ||
+		    now_ms - op->submitted_ms < limit)
+			continue;
+		op->abandoned = true;
+		COUNT(l3, reads_abandoned, 1);
+		COUNT(l3, reads_held, 1);
+		log_warn("l3: %s: the kernel has held a read for %" PRIu64 " ms, past l3-op-timeout-ms "
+			 "and its cancel (a hard mount?): its LOAD answered without it; its memory is "
+			 "kept until the kernel returns", op->path, now_ms - op->submitted_ms);
+		rd->abandoned(rd);
+		n++;
+	}
+	return n;
 }
 
 static void op_init(struct l3 *l3, struct l3_op *op, enum l3_op_kind kind,
@@ -666,6 +730,8 @@ static void complete(struct l3 *l3, struct io_uring_cqe *cqe)
 	if (!op)
 		return; /* a linked timeout's own completion */
 	l3->in_ring--;
+	if (op->kind == L3_OP_READ)
+		read_out_of_ring(l3, op);
 	if (res == -ECANCELED) { /* only a linked timeout cancels */
 		COUNT(l3, op_timeouts, 1);
 		log_debug("l3: %s: no answer in time: cancelled", op->path[0] ? op->path : op->tmp);
@@ -806,7 +872,8 @@ int l3_open(struct l3 *l3, const struct l3_config *cfg, char *why, size_t whylen
 	*l3 = (struct l3){.root_fd = -1, .eventfd = -1,
 			  .queue_depth = cfg->queue_depth ? cfg->queue_depth : 64,
 			  .op_timeout = {.tv_sec = cfg->op_timeout_ms / 1000,
-					 .tv_nsec = (long long)(cfg->op_timeout_ms % 1000) * 1000000}};
+					 .tv_nsec = (long long)(cfg->op_timeout_ms % 1000) * 1000000},
+			  .op_timeout_ms = cfg->op_timeout_ms, .no_cancel = cfg->no_cancel};
 	int err = open_root(l3, cfg, why, whylen);
 	if (!err)
 		err = open_ring(l3, why, whylen);

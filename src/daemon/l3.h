@@ -21,7 +21,10 @@
  * goes through one io_uring, so a slow metadata server never blocks the
  * owner, and each step but a close carries a linked timeout (op_timeout_ms):
  * one that hangs past it is cancelled and fails with -ETIMEDOUT (a read is
- * then a miss, a publish or the probe degrades L3 as "hung"). The XXH3-64
+ * then a miss, a publish or the probe degrades L3 as "hung"). A read whose
+ * step the kernel will not let go (a hard NFS mount refuses the cancel) is
+ * abandoned by l3_abandon_stuck: its caller answers without it and keeps its
+ * memory until done comes, whenever the kernel returns. The XXH3-64
  * of a part (a publish's, a read's check) runs on an offload thread when
  * the owner gives one (l3->offload, reaped by the owner, who then calls
  * l3_submit). Owner: one thread (the event loop) for
@@ -67,6 +70,10 @@
 	  "L3 operations that failed for another reason than a missing file.") \
 	X(op_timeouts, COUNTER, "kvtier_l3_op_timeouts_total", "", \
 	  "L3 file operations cancelled after l3-op-timeout-ms: a read fails (a miss), a publish or probe degrades L3 as hung.") \
+	X(reads_abandoned, COUNTER, "kvtier_l3_reads_abandoned_total", "", \
+	  "L3 reads whose step the kernel held past l3-op-timeout-ms and a grace second, its cancel refused (a hard NFS mount): answered as misses without them.") \
+	X(reads_held, GAUGE, "kvtier_l3_reads_held", "", \
+	  "Abandoned L3 reads the kernel still holds, each keeping its file open and its target memory (an L1 slot or a bounce buffer) until it returns.") \
 	X(probes, COUNTER, "kvtier_l3_probes_total", "", \
 	  "Probes of a degraded L3 (the mount's device, a file created and removed).") \
 	X(degraded, GAUGE, "kvtier_l3_degraded", "", \
@@ -121,6 +128,9 @@ struct l3_op {
 	char tmp[L3_PATH_MAX];
 	char dir[L3_PATH_MAX];       /* publish: the parent being made (read by the kernel at submit) */
 	struct l3_op *next_queued;   /* waiting for a submission slot */
+	struct l3_op *prev_read, *next_read; /* a read's step in the ring (l3->reads_in_ring) */
+	uint64_t submitted_ms;       /* when its step went into the ring (CLOCK_MONOTONIC) */
+	bool abandoned;              /* read: answered without it (l3_abandon_stuck) */
 	void (*finished)(struct l3_op *op);
 };
 
@@ -130,10 +140,14 @@ struct l3_op {
  * rounded up to 4 KiB) or NULL to stop; done(rd, status) runs last, with 0
  * (the bytes are in place and verified), -ENOENT (no such file, or target
  * gave NULL), -EBADMSG (failed verification: quarantined), -ERANGE (longer
- * than cap) or another -errno.
+ * than cap) or another -errno. abandoned(rd), when set, runs when
+ * l3_abandon_stuck gives the read up (target does not run after it): the
+ * caller answers without it but keeps rd and the target memory until done,
+ * which then comes with -ETIMEDOUT.
  */
 struct l3_read {
 	uint8_t *(*target)(struct l3_read *rd, uint32_t length);
+	void (*abandoned)(struct l3_read *rd);
 	void (*done)(struct l3_read *rd, int status);
 	struct l3_op op;
 };
@@ -149,6 +163,8 @@ struct l3_config {
 	uint32_t queue_depth;        /* io_uring entries */
 	const char *node;            /* names this node's temporaries (NULL: the host name) */
 	uint32_t op_timeout_ms;      /* an operation's step is cancelled past it; 0: never */
+	bool no_cancel;              /* tests: no linked timeouts, as where the kernel refuses
+					the cancel (l3_abandon_stuck still counts op_timeout_ms) */
 };
 
 struct l3 {
@@ -163,6 +179,9 @@ struct l3 {
 					linked timeouts not counted: the ring has room for both) */
 	uint32_t queue_depth;
 	struct __kernel_timespec op_timeout; /* zero: no linked timeouts */
+	uint32_t op_timeout_ms;
+	bool no_cancel;
+	struct l3_op *reads_in_ring; /* reads whose step the kernel has, for l3_abandon_stuck */
 	struct l3_op *queued_head, *queued_tail;
 	uint64_t tmp_seq;
 	uint32_t ops_active;
@@ -204,6 +223,18 @@ int l3_read_begin(struct l3 *l3, const struct kvt_ns *ns, const struct kvt_key *
  */
 int l3_publish_begin(struct l3 *l3, const struct kvt_ns *ns, const struct kvt_key *key,
 		     uint16_t rank, const uint8_t *data, uint32_t length, struct l3_publish *p);
+
+/*
+ * Gives up the reads whose step has been in the kernel for op_timeout_ms and
+ * L3_ABANDON_GRACE_MS more at now_ms (CLOCK_MONOTONIC): their linked timeout
+ * fired and the kernel did not let go. Each runs its abandoned callback once
+ * (reads without one wait). Nothing with op_timeout_ms 0. Returns how many.
+ * Once a second (l3svc).
+ */
+#define L3_ABANDON_GRACE_MS 1000
+unsigned l3_abandon_stuck(struct l3 *l3, uint64_t now_ms);
+/* The clock l3_abandon_stuck counts in. */
+uint64_t l3_now_ms(void);
 
 /*
  * Checks the root is still the device it was at start (a statx: an unmounted

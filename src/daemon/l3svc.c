@@ -357,6 +357,7 @@ static void probe_tick(struct loop_timer *t)
 {
 	struct l3svc *s = (struct l3svc *)((char *)t - offsetof(struct l3svc, probe_timer));
 	l3_probe(&s->l3);
+	l3_abandon_stuck(&s->l3, l3_now_ms());
 	l3_submit(&s->l3);
 }
 
@@ -383,8 +384,12 @@ int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
 	*s = (struct l3svc){.loop = loop, .l1 = l1, .namespaces = namespaces};
 	s->seen_src.fd = -1;
 	pthread_mutex_init(&s->seen_lock, NULL);
+	/* A test hook (docs/development.md): a file system whose waits the kernel cannot cancel. */
+	bool no_cancel = getenv("KVTIERD_TEST_L3_NO_CANCEL") != NULL;
+	if (no_cancel)
+		log_warn("l3: KVTIERD_TEST_L3_NO_CANCEL is set: L3 steps carry no linked timeouts (a test hook)");
 	struct l3_config lc = {.path = cfg->l3_path, .queue_depth = (uint32_t)cfg->l3_queue_depth,
-			       .op_timeout_ms = (uint32_t)cfg->l3_op_timeout_ms};
+			       .op_timeout_ms = (uint32_t)cfg->l3_op_timeout_ms, .no_cancel = no_cancel};
 	int err = l3_open(&s->l3, &lc, why, sizeof(why));
 	if (err) {
 		log_error("l3: l3-path %s", why);

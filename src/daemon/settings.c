@@ -111,7 +111,7 @@ static const struct option_def options[] = {
 	{"l3-queue-depth", 0, OPT_UINT, OFF(l3_queue_depth), "16", NULL, 1, 1024, false, "N",
 	 "L3 publishes in flight at once (each pins its L1 part), and the io_uring's depth"},
 	{"l3-op-timeout-ms", 0, OPT_UINT, OFF(l3_op_timeout_ms), "10000", NULL, 0, 3600000, false,
-	 "MS", "how long one L3 file operation (an open, read, write, link, rename, statx) may take before it is cancelled: a read then fails (a miss, the LOAD answers), a publish fails and L3 is degraded as hung until a probe answers; 0: no limit (a hung file system holds what waits on it)"},
+	 "MS", "how long one L3 file operation (an open, read, write, link, rename, statx) may take before it is cancelled: a read then fails (a miss, the LOAD answers), a publish fails and L3 is degraded as hung until a probe answers; a read whose cancel the kernel refuses (a hard NFS mount) is abandoned a second later, its LOAD answered without it; 0: no limit (a hung file system holds what waits on it)"},
 	{"l3-scan-ms", 0, OPT_UINT, OFF(l3_scan_ms), "10000", NULL, 10, 3600000, false, "MS",
 	 "how often this node walks L3: to account every node's files, enforce l3-size, remove dead publishers' temporaries and learn what other nodes published (for lookups)"},
 	{"web-dir", 0, OPT_PATH, OFF(web_dir), NULL,

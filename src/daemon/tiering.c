@@ -129,8 +129,13 @@ static bool load_from_l2(struct tiering *t, struct tier_xfer *x, struct tier_blo
 
 struct tier_l3_read {
 	struct l3_read rd;         /* first: the engine's callbacks get its address */
-	struct tier_block *b;
+	struct tier_block *b;      /* NULL once abandoned: the LOAD answered without it */
 	uint32_t room;             /* the LOAD's room in staging */
+	/* Abandoned: the target the kernel may still write, kept until done. */
+	struct tiering *t;
+	struct l1_ref ref;         /* a promotion's begun L1 store, or */
+	uint8_t *bounce;           /* a bounce buffer */
+	bool promoting;
 };
 
 static uint8_t *l3_target(struct l3_read *rd, uint32_t length)
@@ -141,9 +146,44 @@ static uint8_t *l3_target(struct l3_read *rd, uint32_t length)
 	return read_target(r->b->xfer->tiering, r->b, length);
 }
 
+/*
+ * The kernel holds the read past its timeout (l3_abandon_stuck): the block
+ * becomes a miss and its LOAD goes on; the read's target moves here, to be
+ * given back when the kernel returns (on_l3_read), so nothing else gets
+ * memory the kernel may still write.
+ */
+static void on_l3_abandoned(struct l3_read *rd)
+{
+	struct tier_l3_read *r = (struct tier_l3_read *)rd;
+	struct tier_block *b = r->b;
+	struct tier_xfer *x = b->xfer;
+	r->t = x->tiering;
+	r->promoting = b->state == TIER_BLOCK_PROMOTING;
+	r->ref = b->ref;
+	r->bounce = b->bounce;
+	b->bounce = NULL;
+	r->b = NULL;
+	block_fail(b, -ENOENT);
+	block_settled(x);
+}
+
+/* The end of a read abandoned before: its target goes back. */
+static void abandoned_read_done(struct tier_l3_read *r)
+{
+	if (r->promoting)
+		l1_store_abort(r->t->l1, &r->ref);
+	free(r->bounce);
+	free(r);
+}
+
 static void on_l3_read(struct l3_read *rd, int status)
 {
-	struct tier_block *b = ((struct tier_l3_read *)rd)->b;
+	struct tier_l3_read *r = (struct tier_l3_read *)rd;
+	if (!r->b) {
+		abandoned_read_done(r);
+		return;
+	}
+	struct tier_block *b = r->b;
 	struct tier_xfer *x = b->xfer;
 	uint32_t length = rd->op.length;
 	free(rd); /* the tier_l3_read */
@@ -167,6 +207,7 @@ static void load_from_l3(struct tiering *t, struct tier_xfer *x, struct tier_blo
 	r->b = b;
 	r->room = room;
 	r->rd.target = l3_target;
+	r->rd.abandoned = on_l3_abandoned;
 	r->rd.done = on_l3_read;
 	if (l3_read_begin(&t->l3->l3, b->ns, &b->key, b->rank,
 			  (uint32_t)arena_slot_size(b->ns->block_bytes), &r->rd)) {

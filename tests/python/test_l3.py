@@ -3,7 +3,7 @@ for nodes (their own runtime dirs and sockets) sharing one L3 directory:
 byte-exact loads across nodes, lookups naming tier 3 (tier 2 to a client
 older than L3), each part published
 once under concurrent stores, corrupt and truncated files quarantined, a hung
-read cancelled, symlinks and FIFOs at part names not taken for parts, kill -9
+read cancelled, one whose cancel is refused abandoned, symlinks and FIFOs at part names not taken for parts, kill -9
 of a publisher, the cap with two daemons writing, the namespace quota, and a
 full, read-only or vanished mount (tmpfs, where this machine lets root
 mount)."""
@@ -238,6 +238,17 @@ def daemon_has_open(d, path):
     return False
 
 
+def load_in_child(d, key):
+    """A client process LOADing key from d (to be killed while it waits)."""
+    child = ("import sys, kvtier\n"
+             "c = kvtier.Client(sys.argv[1], 'm', %d)\n"
+             "buf = c.create_buffer(%d)\n"
+             "c.load(buf.index, [(bytes.fromhex(sys.argv[2]), 0, %d)])\n"
+             % (BLOCK, BLOCK, BLOCK))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    return subprocess.Popen([sys.executable, "-c", child, d.socket, key.hex()], env=env)
+
+
 def test_a_hung_l3_read_is_cancelled_and_the_load_answers(make_daemon, shared):
     """A part whose read never answers (a FIFO at its name, held open for writing and
     never written, as a hung file system would leave it): past --l3-op-timeout-ms the
@@ -253,13 +264,7 @@ def test_a_hung_l3_read_is_cancelled_and_the_load_answers(make_daemon, shared):
     os.mkfifo(hung)
     writer = os.open(hung, os.O_RDWR)
     try:
-        child = ("import sys, kvtier\n"
-                 "c = kvtier.Client(sys.argv[1], 'm', %d)\n"
-                 "buf = c.create_buffer(%d)\n"
-                 "c.load(buf.index, [(bytes.fromhex(sys.argv[2]), 0, %d)])\n"
-                 % (BLOCK, BLOCK, BLOCK))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-        p = subprocess.Popen([sys.executable, "-c", child, b.socket, ks[1].hex()], env=env)
+        p = load_in_child(b, ks[1])
         wait_for(lambda: daemon_has_open(b, hung), "the daemon reading the hung part")
         p.kill()
         p.wait()
@@ -275,6 +280,59 @@ def test_a_hung_l3_read_is_cancelled_and_the_load_answers(make_daemon, shared):
     assert s["op_timeouts"] == 2 and s["read_failures"] == 2 and s["reads"] == 2
     assert s["degraded"] == 0
     assert b.stop() == 0, b.text()
+
+
+def test_a_read_whose_cancel_is_refused_is_abandoned(make_daemon, shared, monkeypatch):
+    """A hard NFS mount refuses the cancel of a hung read. KVTIERD_TEST_L3_NO_CANCEL
+    makes the daemon's L3 steps carry no linked timeout, which behaves the same: a
+    FIFO at a part's name that gives the part's header and then nothing, so the data
+    read hangs with its L1 slot taken. About a second past --l3-op-timeout-ms the read
+    is abandoned: the LOAD answers that block missing and the others whole, the slot
+    stays pinned (the kernel may still write it). A client killed while its LOAD waits
+    on such a read does not hold the node up. When the kernel returns (the FIFO gets
+    bytes) each abandoned read gives its memory back."""
+    a = node(make_daemon, shared)
+    ks, data = keys(3), data_of(3, 12)
+    store(a, ks, data)
+    published(a, 3)
+    monkeypatch.setenv("KVTIERD_TEST_L3_NO_CANCEL", "1")
+    b = node(make_daemon, shared, "--l3-op-timeout-ms", "200")
+    monkeypatch.delenv("KVTIERD_TEST_L3_NO_CANCEL")
+    assert "a test hook" in b.text()
+    hung = {f.rsplit(os.sep, 1)[1].split(".")[0]: f for f in part_files(shared)}[ks[1].hex()]
+    with open(hung, "rb") as f:
+        header = f.read(4096)
+    os.unlink(hung)
+    os.mkfifo(hung)
+    writer = os.open(hung, os.O_RDWR)
+    try:
+        os.write(writer, header)
+        statuses, got = load(b, ks)
+        assert statuses == [0, -2, 0]
+        assert np.array_equal(got[:BLOCK], data[:BLOCK])
+        assert np.array_equal(got[2 * BLOCK:], data[2 * BLOCK:])
+        s = b.stats()
+        assert s["l3"]["reads_abandoned"] == 1 and s["l3"]["reads_held"] == 1
+        assert s["l3"]["op_timeouts"] == 0 and s["l1"]["pinned_items"] == 1
+        # Again, from a client killed while it waits (this one hangs on the header).
+        p = load_in_child(b, ks[1])
+        wait_for(lambda: l3(b)["reads_abandoned"] == 2, "the second hung read abandoned")
+        p.kill()
+        p.wait()
+        s = b.stats()
+        assert s["l3"]["reads_held"] == 2 and s["l1"]["pinned_items"] == 1
+        # The kernel returns: 4 KiB in the FIFO end one read (the first reader takes
+        # them all), the next 4 KiB the other.
+        for held in (1, 0):
+            os.write(writer, bytes(4096))
+            wait_for(lambda: l3(b)["reads_held"] == held, f"{held} read(s) still held")
+    finally:
+        os.close(writer)
+    s = b.stats()
+    assert s["l1"]["pinned_items"] == 0 and s["l3"]["read_failures"] == 2
+    assert s["l3"]["reads"] == 2 and s["l3"]["quarantined"] == 0
+    assert s["dataplane"]["clients_active"] == 0
+    assert b.proc.poll() is None, b.text()
 
 
 def test_foreign_entries_at_part_names_are_not_parts(make_daemon, shared):

@@ -5,7 +5,10 @@
  * missing part, a part longer than the reader's room, a corrupt header and a
  * corrupt data block (quarantined, then plain misses), refusals at open,
  * the dead publishers' temporaries removed at open, a read that hangs
- * cancelled by its linked timeout, and a symlink at a part's name refused. Every engine runs with linked timeouts.
+ * cancelled by its linked timeout, a read whose cancel is refused given up
+ * (abandoned) and finished when the kernel returns, and a symlink at a
+ * part's name refused. Every engine but the refused-cancel one runs with
+ * linked timeouts.
  */
 #include "config.h"
 
@@ -41,6 +44,7 @@ struct result {
 	struct l3_publish pub;
 	int status;
 	bool done;
+	bool abandoned;
 	uint32_t target_length;
 };
 
@@ -49,6 +53,11 @@ static uint8_t *target(struct l3_read *rd, uint32_t length)
 	struct result *r = (struct result *)rd;
 	r->target_length = length;
 	return dst_block;
+}
+
+static void read_abandoned(struct l3_read *rd)
+{
+	((struct result *)rd)->abandoned = true;
 }
 
 static void read_done(struct l3_read *rd, int status)
@@ -121,13 +130,18 @@ static unsigned count_files(const char *dir)
 	return n;
 }
 
-static void l3_up_timeout(struct fixture *f, uint32_t op_timeout_ms)
+static void l3_up_with(struct fixture *f, uint32_t op_timeout_ms, bool no_cancel)
 {
 	char why[256] = "";
 	struct l3_config cfg = {.path = f->root, .queue_depth = 4, .node = "unit",
-				.op_timeout_ms = op_timeout_ms};
+				.op_timeout_ms = op_timeout_ms, .no_cancel = no_cancel};
 	if (l3_open(&f->l3, &cfg, why, sizeof(why)))
 		fail_msg("l3_open: %s", why);
+}
+
+static void l3_up_timeout(struct fixture *f, uint32_t op_timeout_ms)
+{
+	l3_up_with(f, op_timeout_ms, false);
 }
 
 static void l3_up(struct fixture *f)
@@ -311,6 +325,69 @@ static void test_hung_read_times_out(void **state)
 	assert_int_equal(s.reads, 1);
 }
 
+/* Runs completions for at most wait_ms: the ring has none to give here. */
+static void nothing_completes(struct fixture *f, struct result *r, int wait_ms)
+{
+	l3_submit(&f->l3);
+	struct pollfd p = {l3_event_fd(&f->l3), POLLIN, 0};
+	if (poll(&p, 1, wait_ms) == 1)
+		l3_process(&f->l3);
+	assert_false(r->done);
+}
+
+/*
+ * A read the kernel will not let go (no linked timeout: as a hard NFS mount
+ * refuses the cancel; a FIFO that is never written): l3_abandon_stuck gives
+ * it up once its step has been in the kernel op_timeout_ms and the grace,
+ * not before and only once; target never runs after; when the kernel
+ * returns at last the file is closed and done comes with -ETIMEDOUT.
+ */
+static void test_refused_cancel_abandons_the_read(void **state)
+{
+	struct fixture *f = *state;
+	l3_close(&f->l3);
+	l3_up_with(f, 100, true);
+	char path[L3_PATH_MAX];
+	assert_int_equal(publish(f, 32), 0);
+	part_path(f, 32, path, sizeof(path));
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkfifo(path, 0644), 0);
+	int writer = open(path, O_RDWR);
+	assert_true(writer >= 0);
+	struct result r = {0};
+	struct kvt_key key = test_key(32);
+	r.rd.target = target;
+	r.rd.abandoned = read_abandoned;
+	r.rd.done = read_done;
+	assert_int_equal(l3_read_begin(&f->l3, f->ns, &key, 0, ROOM, &r.rd), 0);
+	nothing_completes(f, &r, 50);
+	uint64_t now = l3_now_ms();
+	assert_int_equal(l3_abandon_stuck(&f->l3, now), 0); /* not yet */
+	assert_int_equal(l3_abandon_stuck(&f->l3, now + 100 + L3_ABANDON_GRACE_MS), 1);
+	assert_true(r.abandoned);
+	assert_int_equal(l3_abandon_stuck(&f->l3, now + 100 + L3_ABANDON_GRACE_MS), 0); /* once */
+	struct l3_stats_snapshot s;
+	l3_stats_read(&f->l3, &s);
+	assert_int_equal(s.reads_abandoned, 1);
+	assert_int_equal(s.reads_held, 1);
+	assert_int_equal(s.op_timeouts, 0);
+	nothing_completes(f, &r, 50);
+	assert_int_equal(l3_active(&f->l3), 1);
+
+	uint8_t junk[4096] = {0}; /* the kernel returns: the header read gets its bytes */
+	assert_int_equal(write(writer, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	settle(f, &r);
+	assert_int_equal(r.status, -ETIMEDOUT);
+	assert_int_equal(r.target_length, 0); /* not after it was given up */
+	l3_stats_read(&f->l3, &s);
+	assert_int_equal(s.reads_held, 0);
+	assert_int_equal(s.read_failures, 1);
+	assert_int_equal(s.quarantined, 0);
+	close(writer);
+	assert_int_equal(publish(f, 33), 0); /* and L3 serves on */
+	assert_int_equal(read_back(f, 33, ROOM), 0);
+}
+
 /* A symlink at a part's name, even to a good copy of that part, is not opened. */
 static void test_symlinked_part_is_refused(void **state)
 {
@@ -341,6 +418,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_refusals_and_dead_temporaries, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_hung_read_times_out, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refused_cancel_abandons_the_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlinked_part_is_refused, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
