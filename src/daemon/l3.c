@@ -170,23 +170,22 @@ uint64_t l3_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* A read's step went into the ring: l3_abandon_stuck watches it until it completes. */
-static void read_into_ring(struct l3 *l3, struct l3_op *op)
+/* A read begun: l3_abandon_stuck watches it until it is finished. */
+static void read_listed(struct l3 *l3, struct l3_op *op)
 {
-	op->submitted_ms = l3_now_ms();
 	op->prev_read = NULL;
-	op->next_read = l3->reads_in_ring;
-	if (l3->reads_in_ring)
-		l3->reads_in_ring->prev_read = op;
-	l3->reads_in_ring = op;
+	op->next_read = l3->reads;
+	if (l3->reads)
+		l3->reads->prev_read = op;
+	l3->reads = op;
 }
 
-static void read_out_of_ring(struct l3 *l3, struct l3_op *op)
+static void read_unlisted(struct l3 *l3, struct l3_op *op)
 {
 	if (op->prev_read)
 		op->prev_read->next_read = op->next_read;
 	else
-		l3->reads_in_ring = op->next_read;
+		l3->reads = op->next_read;
 	if (op->next_read)
 		op->next_read->prev_read = op->prev_read;
 	op->prev_read = op->next_read = NULL;
@@ -249,14 +248,13 @@ static bool prep(struct l3 *l3, struct l3_op *op)
 	}
 	io_uring_sqe_set_data(sqe, op);
 	l3->in_ring++;
-	if (op->kind == L3_OP_READ)
-		read_into_ring(l3, op);
 	link_timeout(l3, op, sqe);
 	return true;
 }
 
 static void op_submit(struct l3 *l3, struct l3_op *op)
 {
+	op->waiting_since_ms = l3_now_ms(); /* on the kernel, or on room in the ring */
 	if (l3->queued_head || !prep(l3, op)) {
 		op->next_queued = NULL;
 		if (l3->queued_tail)
@@ -441,6 +439,7 @@ static void read_finished(struct l3_op *op)
 	}
 	if (op->abandoned)
 		atomic_fetch_sub_explicit(&l3->stats.reads_held, 1, memory_order_relaxed);
+	read_unlisted(l3, op);
 	rd->op.length = op->length;
 	rd->done(rd, op->status);
 }
@@ -451,18 +450,18 @@ unsigned l3_abandon_stuck(struct l3 *l3, uint64_t now_ms)
 		return 0;
 	uint64_t limit = (uint64_t)l3->op_timeout_ms + L3_ABANDON_GRACE_MS;
 	unsigned n = 0;
-	for (struct l3_op *op = l3->reads_in_ring, *next; op; op = next) {
+	for (struct l3_op *op = l3->reads, *next; op; op = next) {
 		next = op->next_read; /* the callback may begin reads: they go in at the head */
 		struct l3_read *rd = (struct l3_read *)((char *)op - offsetof(struct l3_read, op));
-		if (op->abandoned || op->step == CLOSE || !rd->abandoned ||
-		    now_ms - op->submitted_ms < limit)
+		if (op->abandoned || op->step == CLOSE || !rd->abandoned || !op->waiting_since_ms ||
+		    now_ms - op->waiting_since_ms < limit)
 			continue;
 		op->abandoned = true;
 		COUNT(l3, reads_abandoned, 1);
 		COUNT(l3, reads_held, 1);
-		log_warn("l3: %s: the kernel has held a read for %" PRIu64 " ms, past l3-op-timeout-ms "
-			 "and its cancel (a hard mount?): its LOAD answered without it; its memory is "
-			 "kept until the kernel returns", op->path, now_ms - op->submitted_ms);
+		log_warn("l3: %s: a read has waited %" PRIu64 " ms, past l3-op-timeout-ms and its "
+			 "cancel (a hard mount?): its LOAD answered without it; its memory is kept "
+			 "until the kernel returns", op->path, now_ms - op->waiting_since_ms);
 		rd->abandoned(rd);
 		n++;
 	}
@@ -497,6 +496,7 @@ int l3_read_begin(struct l3 *l3, const struct kvt_ns *ns, const struct kvt_key *
 		l3->ops_active--;
 		return err;
 	}
+	read_listed(l3, &rd->op);
 	go(&rd->op, READ_OPEN);
 	return 0;
 }
@@ -730,8 +730,7 @@ static void complete(struct l3 *l3, struct io_uring_cqe *cqe)
 	if (!op)
 		return; /* a linked timeout's own completion */
 	l3->in_ring--;
-	if (op->kind == L3_OP_READ)
-		read_out_of_ring(l3, op);
+	op->waiting_since_ms = 0;
 	if (res == -ECANCELED) { /* only a linked timeout cancels */
 		COUNT(l3, op_timeouts, 1);
 		log_debug("l3: %s: no answer in time: cancelled", op->path[0] ? op->path : op->tmp);

@@ -128,8 +128,9 @@ struct l3_op {
 	char tmp[L3_PATH_MAX];
 	char dir[L3_PATH_MAX];       /* publish: the parent being made (read by the kernel at submit) */
 	struct l3_op *next_queued;   /* waiting for a submission slot */
-	struct l3_op *prev_read, *next_read; /* a read's step in the ring (l3->reads_in_ring) */
-	uint64_t submitted_ms;       /* when its step went into the ring (CLOCK_MONOTONIC) */
+	struct l3_op *prev_read, *next_read; /* a read, from begin to done (l3->reads) */
+	uint64_t waiting_since_ms;   /* its step's submission (queued or in the ring), until it
+					completes; 0 otherwise (CLOCK_MONOTONIC) */
 	bool abandoned;              /* read: answered without it (l3_abandon_stuck) */
 	void (*finished)(struct l3_op *op);
 };
@@ -181,7 +182,7 @@ struct l3 {
 	struct __kernel_timespec op_timeout; /* zero: no linked timeouts */
 	uint32_t op_timeout_ms;
 	bool no_cancel;
-	struct l3_op *reads_in_ring; /* reads whose step the kernel has, for l3_abandon_stuck */
+	struct l3_op *reads;         /* reads begun, not done: for l3_abandon_stuck */
 	struct l3_op *queued_head, *queued_tail;
 	uint64_t tmp_seq;
 	uint32_t ops_active;
@@ -225,10 +226,11 @@ int l3_publish_begin(struct l3 *l3, const struct kvt_ns *ns, const struct kvt_ke
 		     uint16_t rank, const uint8_t *data, uint32_t length, struct l3_publish *p);
 
 /*
- * Gives up the reads whose step has been in the kernel for op_timeout_ms and
- * L3_ABANDON_GRACE_MS more at now_ms (CLOCK_MONOTONIC): their linked timeout
- * fired and the kernel did not let go. Each runs its abandoned callback once
- * (reads without one wait). Nothing with op_timeout_ms 0. Returns how many.
+ * Gives up the reads whose step has waited op_timeout_ms and
+ * L3_ABANDON_GRACE_MS more at now_ms (CLOCK_MONOTONIC), in the kernel (their
+ * linked timeout fired and the kernel did not let go) or for room in a ring
+ * such reads fill. Each runs its abandoned callback once (reads without one
+ * wait). Nothing with op_timeout_ms 0. Returns how many.
  * Once a second (l3svc).
  */
 #define L3_ABANDON_GRACE_MS 1000
