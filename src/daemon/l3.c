@@ -155,7 +155,7 @@ static struct io_uring_sqe *get_sqe(struct l3 *l3)
  */
 static void link_timeout(struct l3 *l3, const struct l3_op *op, struct io_uring_sqe *sqe)
 {
-	if (op->step == CLOSE || l3->no_cancel || (!l3->op_timeout.tv_sec && !l3->op_timeout.tv_nsec))
+	if (op->step == CLOSE || (!l3->op_timeout.tv_sec && !l3->op_timeout.tv_nsec))
 		return;
 	sqe->flags |= IOSQE_IO_LINK;
 	struct io_uring_sqe *t = io_uring_get_sqe(&l3->ring);
@@ -254,7 +254,8 @@ static bool prep(struct l3 *l3, struct l3_op *op)
 
 static void op_submit(struct l3 *l3, struct l3_op *op)
 {
-	op->waiting_since_ms = l3_now_ms(); /* on the kernel, or on room in the ring */
+	if (op->kind == L3_OP_READ) /* for l3_abandon_stuck: on the kernel, or on room in the ring */
+		op->waiting_since_ms = l3_now_ms();
 	if (l3->queued_head || !prep(l3, op)) {
 		op->next_queued = NULL;
 		if (l3->queued_tail)
@@ -868,11 +869,13 @@ static int open_ring(struct l3 *l3, char *why, size_t whylen)
 
 int l3_open(struct l3 *l3, const struct l3_config *cfg, char *why, size_t whylen)
 {
+	/* no_cancel: no linked timeouts, while op_timeout_ms still paces abandonment. */
+	uint32_t link_ms = cfg->no_cancel ? 0 : cfg->op_timeout_ms;
 	*l3 = (struct l3){.root_fd = -1, .eventfd = -1,
 			  .queue_depth = cfg->queue_depth ? cfg->queue_depth : 64,
-			  .op_timeout = {.tv_sec = cfg->op_timeout_ms / 1000,
-					 .tv_nsec = (long long)(cfg->op_timeout_ms % 1000) * 1000000},
-			  .op_timeout_ms = cfg->op_timeout_ms, .no_cancel = cfg->no_cancel};
+			  .op_timeout = {.tv_sec = link_ms / 1000,
+					 .tv_nsec = (long long)(link_ms % 1000) * 1000000},
+			  .op_timeout_ms = cfg->op_timeout_ms};
 	int err = open_root(l3, cfg, why, whylen);
 	if (!err)
 		err = open_ring(l3, why, whylen);

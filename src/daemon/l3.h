@@ -129,8 +129,8 @@ struct l3_op {
 	char dir[L3_PATH_MAX];       /* publish: the parent being made (read by the kernel at submit) */
 	struct l3_op *next_queued;   /* waiting for a submission slot */
 	struct l3_op *prev_read, *next_read; /* a read, from begin to done (l3->reads) */
-	uint64_t waiting_since_ms;   /* its step's submission (queued or in the ring), until it
-					completes; 0 otherwise (CLOCK_MONOTONIC) */
+	uint64_t waiting_since_ms;   /* read: its step's submission (queued or in the ring),
+					until it completes; 0 otherwise (CLOCK_MONOTONIC) */
 	bool abandoned;              /* read: answered without it (l3_abandon_stuck) */
 	void (*finished)(struct l3_op *op);
 };
@@ -179,9 +179,8 @@ struct l3 {
 	uint32_t in_ring;            /* operations' SQEs submitted, not completed (their
 					linked timeouts not counted: the ring has room for both) */
 	uint32_t queue_depth;
-	struct __kernel_timespec op_timeout; /* zero: no linked timeouts */
-	uint32_t op_timeout_ms;
-	bool no_cancel;
+	struct __kernel_timespec op_timeout; /* of the linked timeouts; zero: none */
+	uint32_t op_timeout_ms;      /* the config's, for l3_abandon_stuck */
 	struct l3_op *reads;         /* reads begun, not done: for l3_abandon_stuck */
 	struct l3_op *queued_head, *queued_tail;
 	uint64_t tmp_seq;

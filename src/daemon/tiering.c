@@ -43,12 +43,18 @@ static void block_settled(struct tier_xfer *x)
 		copy_batch_seal(x->engine, &x->batch);
 }
 
-/* Gives back what an L2 or L3 read held: the slot being promoted into, or the bounce buffer. */
+/* A read's target goes back: the slot being promoted into (promoting), or the bounce buffer. */
+static void target_give_back(struct tiering *t, bool promoting, struct l1_ref *ref, uint8_t *bounce)
+{
+	if (promoting)
+		l1_store_abort(t->l1, ref);
+	free(bounce);
+}
+
+/* Gives back what an L2 or L3 read held, and fails its block with status. */
 static void read_undo(struct tiering *t, struct tier_block *b, int32_t status)
 {
-	if (b->state == TIER_BLOCK_PROMOTING)
-		l1_store_abort(t->l1, &b->ref);
-	free(b->bounce);
+	target_give_back(t, b->state == TIER_BLOCK_PROMOTING, &b->ref, b->bounce);
 	b->bounce = NULL;
 	block_fail(b, status);
 }
@@ -167,20 +173,12 @@ static void on_l3_abandoned(struct l3_read *rd)
 	block_settled(x);
 }
 
-/* The end of a read abandoned before: its target goes back. */
-static void abandoned_read_done(struct tier_l3_read *r)
-{
-	if (r->promoting)
-		l1_store_abort(r->t->l1, &r->ref);
-	free(r->bounce);
-	free(r);
-}
-
 static void on_l3_read(struct l3_read *rd, int status)
 {
 	struct tier_l3_read *r = (struct tier_l3_read *)rd;
-	if (!r->b) {
-		abandoned_read_done(r);
+	if (!r->b) { /* abandoned before: its target goes back now */
+		target_give_back(r->t, r->promoting, &r->ref, r->bounce);
+		free(r);
 		return;
 	}
 	struct tier_block *b = r->b;

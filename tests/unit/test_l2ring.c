@@ -127,11 +127,17 @@ static void settle(struct fixture *f)
 
 #define STAT(f, field) atomic_load(&(f)->stats.field)
 
-static void write_all_blocks(struct fixture *f)
+/* Queues a write of every block of the file from src_mem, filled from seed. */
+static void queue_writes(struct fixture *f, uint64_t seed)
 {
-	test_fill(src_mem, FILE_BYTES, 7);
+	test_fill(src_mem, FILE_BYTES, seed);
 	for (unsigned i = 0; i < BLOCKS; i++)
 		queue_block(f, i, true, src_mem + i * BLOCK, BLOCK);
+}
+
+static void write_all_blocks(struct fixture *f)
+{
+	queue_writes(f, 7);
 	settle(f);
 }
 
@@ -139,9 +145,7 @@ static void test_past_the_depth_in_order_byte_exact(void **state)
 {
 	(void)state;
 	struct fixture *f = fixture_new(2);
-	test_fill(src_mem, FILE_BYTES, 7);
-	for (unsigned i = 0; i < BLOCKS; i++)
-		queue_block(f, i, true, src_mem + i * BLOCK, BLOCK);
+	queue_writes(f, 7);
 	assert_int_equal(STAT(f, ios_queued), BLOCKS);
 	l2ring_submit(&f->ring);
 	assert_int_equal(STAT(f, ios_inflight), 2);
@@ -245,9 +249,7 @@ static void test_close_completes_what_is_queued(void **state)
 {
 	(void)state;
 	struct fixture *f = fixture_new(2);
-	test_fill(src_mem, FILE_BYTES, 9);
-	for (unsigned i = 0; i < BLOCKS; i++)
-		queue_block(f, i, true, src_mem + i * BLOCK, BLOCK);
+	queue_writes(f, 9);
 	l2ring_close(&f->ring); /* nothing submitted yet */
 	assert_int_equal(f->completions, BLOCKS);
 	for (unsigned i = 0; i < BLOCKS; i++)
