@@ -7,6 +7,9 @@
 #                                          without CUDA) and run every test on each
 #
 # Missing Debian packages are installed with apt-get (as root, or through sudo).
+# What Debian lacks comes from PyPI at pinned versions, one virtual environment
+# per tests/requirements-*.txt, made under build/venv by scripts/venv.sh and
+# reused while its file is unchanged.
 set -eu
 cd "$(dirname "$0")/.."
 TOP=$(pwd)
@@ -14,7 +17,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
 libmicrohttpd-dev libjansson-dev liburing-dev libxxhash-dev libcmocka-dev curl prometheus python3
-python3-pytest python3-numpy python3-torch python3-setuptools python3-matplotlib
+python3-pytest python3-numpy python3-torch python3-setuptools python3-matplotlib python3-venv
 chromium chromium-driver python3-selenium yamllint systemd"
 
 say() { printf '==> %s\n' "$*"; }
@@ -25,8 +28,6 @@ install_packages() {
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
 			missing="$missing $p"
 	done
-	# Node.js and npm validate deploy/ (tests/integration/deploy.sh); any node will do.
-	command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
 	[ -z "$missing" ] && return 0
 	say "installing Debian packages:$missing"
 	if [ "$(id -u)" -eq 0 ]; then
@@ -103,9 +104,17 @@ run)
 	;;
 test)
 	install_packages
+	export KVT_VENV_ROOT="$TOP/build/venv"
+	for req in tests/requirements-*.txt; do
+		purpose=${req#tests/requirements-}
+		venv=$(scripts/venv.sh "${purpose%.txt}")
+		say "virtual environment ${purpose%.txt}: $venv"
+	done
 	generate
 	build build/plain --enable-werror
 	check build/plain distcheck
+	# tests/vllm takes minutes of real vLLM engines: the plain build ran it.
+	export KVT_VLLM_TESTS=0
 	build build/sanitize --enable-werror --enable-sanitizers
 	check build/sanitize check
 	build build/nocuda --enable-werror --without-cuda

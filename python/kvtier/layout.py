@@ -7,9 +7,15 @@ Per-layer layouts:
   "flash_attn"  (2, num_blocks, block_size, num_kv_heads, head_size)
   "flash_infer" (num_blocks, 2, block_size, num_kv_heads, head_size)
   "mla"         (num_blocks, block_size, head_size): one latent plane
+  "blocks"      (num_blocks, num_kv_heads, block_size, content): vLLM's
+                logical per-layer view since its KVCacheLayout (0.2x on), one
+                plane whose content holds K and V (or MLA's latent); the
+                physical order of heads and tokens inside a block is the
+                layout's (HNC: vLLM's CPU backend; NHC: GPU backends)
 A cross-layer cache is one tensor with the layer first, then one of these.
-What one block of one layer and plane holds (block_size x heads x head_size)
-must be contiguous; planes and blocks may be anywhere."""
+What one block of one layer and plane holds must be one contiguous run of
+bytes, in any order of its dimensions (`interior` names that order: the
+bytes are stored as they lie); planes and blocks may be anywhere."""
 
 import ctypes
 
@@ -19,10 +25,11 @@ from .client import int32_array
 from .errors import check
 
 LAYOUTS = {
-    # name: (dims, plane dim or None, block dim)
-    "flash_attn": (5, 0, 1),
-    "flash_infer": (5, 1, 0),
-    "mla": (3, None, 0),
+    # name: (dim letters: P plane, B block, N token, H head, C channel)
+    "flash_attn": "PBNHC",
+    "flash_infer": "BPNHC",
+    "mla": "BNC",
+    "blocks": "BHNC",
 }
 
 
@@ -40,12 +47,13 @@ class KVLayout:
     """A kvt_kv_layout, its layer base pointers kept alive with it."""
 
     def __init__(self, num_layers, planes, chunk_bytes, plane_stride, block_stride, bases,
-                 num_blocks, block_size):
+                 num_blocks, block_size, interior=""):
         self._bases = (ctypes.c_void_p * num_layers)(*bases)
         self.c = _lib.KvLayout(num_layers, planes, chunk_bytes, plane_stride, block_stride,
                                ctypes.cast(self._bases, ctypes.POINTER(ctypes.c_void_p)))
         self.num_blocks = num_blocks
         self.block_size = block_size
+        self.interior = interior
 
     @property
     def num_layers(self):
@@ -58,28 +66,30 @@ class KVLayout:
 
     @staticmethod
     def _geometry(shape, strides, es, layout):
-        """(planes, chunk_bytes, plane_stride, block_stride, num_blocks, block_size) of one layer."""
+        """(planes, chunk_bytes, plane_stride, block_stride, num_blocks, block_size, interior)
+        of one layer; interior: the letters of a block's dimensions, outermost first."""
         if layout not in LAYOUTS:
             raise ValueError(f"unknown KV cache layout {layout!r}; known: {', '.join(LAYOUTS)}")
-        dims, plane_dim, block_dim = LAYOUTS[layout]
-        if len(shape) != dims:
-            raise ValueError(f"a {layout} KV cache layer has {dims} dimensions, "
+        dims = LAYOUTS[layout]
+        if len(shape) != len(dims):
+            raise ValueError(f"a {layout} KV cache layer has {len(dims)} dimensions, "
                              f"this one has shape {shape}")
-        if plane_dim is not None and shape[plane_dim] != 2:
-            raise ValueError(f"a {layout} layer has 2 planes (K, V) in dimension {plane_dim}, "
+        plane = dims.find("P")
+        if plane >= 0 and shape[plane] != 2:
+            raise ValueError(f"a {layout} layer has 2 planes (K, V) in dimension {plane}, "
                              f"shape {shape}")
-        inner = shape[2:] if plane_dim is not None else shape[1:]
-        inner_strides = strides[2:] if plane_dim is not None else strides[1:]
+        inner = sorted((i for i, d in enumerate(dims) if d not in "PB"),
+                       key=lambda i: (-strides[i], i))
         expect = es
-        for n, s in zip(reversed(inner), reversed(inner_strides)):
-            if n > 1 and s != expect:
+        for i in reversed(inner):
+            if shape[i] > 1 and strides[i] != expect:
                 raise ValueError(f"a block's tokens, heads and channels must be contiguous; "
                                  f"shape {shape}, strides (bytes) {strides}")
-            expect *= n
-        chunk = expect
-        planes = 2 if plane_dim is not None else 1
-        plane_stride = strides[plane_dim] if plane_dim is not None else 0
-        return planes, chunk, plane_stride, strides[block_dim], shape[block_dim], inner[0]
+            expect *= shape[i]
+        block = dims.index("B")
+        return (2 if plane >= 0 else 1, expect, strides[plane] if plane >= 0 else 0,
+                strides[block], shape[block], shape[dims.index("N")],
+                "".join(dims[i] for i in inner))
 
     @classmethod
     def from_tensors(cls, tensors, layout="flash_attn"):
@@ -93,7 +103,7 @@ class KVLayout:
             if (s, st, e) != (shape, strides, es):
                 raise ValueError("every layer's KV cache must have one shape, stride and dtype")
         g = cls._geometry(shape, strides, es, layout)
-        return cls(len(tensors), g[0], g[1], g[2], g[3], [i[3] for i in infos], g[4], g[5])
+        return cls(len(tensors), *g[:4], [i[3] for i in infos], *g[4:])
 
     @classmethod
     def from_cross_layer(cls, tensor, layout="flash_attn"):
@@ -101,7 +111,7 @@ class KVLayout:
         shape, strides, es, ptr = tensor_info(tensor)
         g = cls._geometry(shape[1:], strides[1:], es, layout)
         bases = [ptr + layer * strides[0] for layer in range(shape[0])]
-        return cls(shape[0], g[0], g[1], g[2], g[3], bases, g[4], g[5])
+        return cls(shape[0], *g[:4], bases, *g[4:])
 
 
 def _kv_copy(fn, what, layout, staging_ptr, block_ids, stream):

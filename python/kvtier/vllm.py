@@ -64,6 +64,14 @@ def _dtype_bytes(dtype):
     return size
 
 
+def block_interior(vllm_config, kv_cache_config):
+    """The order of a block's dimensions in memory ("HNC", "NHC") from vLLM's resolved
+    KVCacheLayout name ("LBHNC", ...); "" for a vLLM without one."""
+    name = getattr(kv_cache_config, "kv_cache_layout", None) or \
+        getattr(vllm_config.cache_config, "kv_cache_layout", None)
+    return "".join(d for d in str(name) if d not in "LB") if name else ""
+
+
 def geometry_from(vllm_config, kv_cache_config):
     """The KV geometry of one rank from kv_cache_config's one group; hybrid models refused."""
     groups = kv_cache_config.kv_cache_groups
@@ -75,7 +83,8 @@ def geometry_from(vllm_config, kv_cache_config):
     return Geometry(num_layers=len(groups[0].layer_names), block_size=spec.block_size,
                     num_kv_heads=1 if mla else spec.num_kv_heads, head_size=spec.head_size,
                     dtype_bytes=_dtype_bytes(spec.dtype), dtype_name=str(spec.dtype), mla=mla,
-                    tp_size=vllm_config.parallel_config.tensor_parallel_size)
+                    tp_size=vllm_config.parallel_config.tensor_parallel_size,
+                    interior=block_interior(vllm_config, kv_cache_config))
 
 
 def _tp_rank():

@@ -17,18 +17,13 @@ check "yamllint passes on deploy/k8s and the chart's Chart.yaml and values.yaml"
 	"$DEP"/k8s/*.yaml "$DEP"/k8s/l3/*.yaml "$DEP/helm/kvtier/Chart.yaml" "$DEP/helm/kvtier/values.yaml"
 
 # --- schemas (Kubernetes API, Prometheus Operator) and the chart's values ---
-V=$BUILD/deploy-validate
-mkdir -p "$V"
-cp "$SRC/tests/deploy/package.json" "$SRC/tests/deploy/package-lock.json" \
-	"$SRC/tests/deploy/validate.mjs" "$V/"
-if [ ! -d "$V/node_modules/kubernetes-models" ]; then
-	(cd "$V" && npm ci --no-audit --no-fund --loglevel=error >npm.log 2>&1) ||
-		{ cat "$V/npm.log"; not_ok "npm ci of the schema packages"; }
-fi
-node "$V/validate.mjs" "$DEP" >"$TMP/validate.out" 2>&1
+VENV=$(KVT_VENV_ROOT=${KVT_VENV_ROOT:-$BUILD/venv} sh "$SRC/scripts/venv.sh" deploy) ||
+	not_ok "the deploy virtual environment (scripts/venv.sh deploy)"
+"$VENV/bin/python" "$SRC/tests/deploy/validate.py" "$DEP" >"$TMP/validate.out" 2>&1
 rc=$?
 cat "$TMP/validate.out"
-check "every object of deploy/k8s is valid against the API schemas" test $rc -eq 0
+check "every object of deploy/ is valid against the API schemas, and the chart's values cover its templates" \
+	test $rc -eq 0
 
 # --- one config, one seccomp profile ---
 inline() { # inline FILE: the block under "kvtierd.json: |", unindented

@@ -208,11 +208,28 @@ def test_pipeline_host_round_trip_other_block_ids(daemon, layout):
 def test_layout_refuses_what_it_cannot_describe():
     t = np.zeros((2, 4, 4, 2, 8), dtype=np.float16)
     with pytest.raises(ValueError, match="contiguous"):
-        kvtier.KVLayout.from_tensors([t.transpose(0, 1, 3, 2, 4)])
+        kvtier.KVLayout.from_tensors([t.transpose(0, 2, 1, 3, 4)])  # tokens across blocks
     with pytest.raises(ValueError, match="dimensions"):
         kvtier.KVLayout.from_tensors([np.zeros((4, 4), dtype=np.float16)])
+    with pytest.raises(ValueError, match="unknown KV cache layout"):
+        kvtier.KVLayout.from_tensors([t], "flash")
     with pytest.raises(ValueError, match="one shape"):
         kvtier.KVLayout.from_tensors([t, np.zeros((2, 5, 4, 2, 8), dtype=np.float16)])
+
+
+def test_layout_takes_a_block_in_any_interior_order():
+    """A block's bytes are one run whatever the order of its heads and tokens; the
+    order is named (it goes into the namespace: HND bytes never meet NHD readers)."""
+    t = np.zeros((2, 4, 4, 2, 8), dtype=np.float16)
+    nhd = kvtier.KVLayout.from_tensors([t])
+    hnd = kvtier.KVLayout.from_tensors([np.zeros((2, 4, 2, 4, 8), np.float16).transpose(0, 1, 3, 2, 4)])
+    assert (nhd.interior, hnd.interior) == ("NHC", "HNC")
+    assert nhd.block_bytes == hnd.block_bytes == 2 * 4 * 2 * 8 * 2
+    # vLLM's [blocks, heads, tokens, content] view, K and V in the content: one plane
+    cpu = kvtier.KVLayout.from_tensors([np.zeros((6, 2, 32, 128), np.float16)] * 3, "blocks")
+    assert (cpu.interior, cpu.block_size, cpu.num_blocks) == ("HNC", 32, 6)
+    assert (cpu.c.planes, cpu.c.chunk_bytes, cpu.c.block_stride) == (1, 2 * 32 * 128 * 2, 2 * 32 * 128 * 2)
+    assert cpu.block_bytes == 3 * 2 * 32 * 128 * 2
     cross = np.zeros((3, 2, 4, 4, 2, 8), dtype=np.float16)
     lay = kvtier.KVLayout.from_cross_layer(cross)
     assert lay.num_layers == 3 and lay.num_blocks == 4 and lay.block_size == 4

@@ -63,6 +63,7 @@ class Geometry:
     dtype_name: str
     mla: bool = False
     tp_size: int = 1
+    interior: str = ""             # a block's dimensions in memory (vLLM's KVCacheLayout), or ""
     extra: dict = field(default_factory=dict)
 
     @property
@@ -84,6 +85,8 @@ class Geometry:
         text = (f"L{self.num_layers}:B{self.block_size}:H{self.num_kv_heads}:D{self.head_size}:"
                 f"{self.dtype_name}:{'mla' if self.mla else 'kv'}:tp{self.namespace_tp}:"
                 f"c{chunk_blocks}")
+        if self.interior:  # vLLM with a KVCacheLayout: HNC and NHC bytes never meet
+            text += f":{self.interior}"
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
     def namespace(self, model_id, chunk_blocks):

@@ -27,13 +27,15 @@ def detect_layout(shape):
     """The per-layer layout name of a KV cache tensor's shape."""
     if len(shape) == 3:
         return "mla"
+    if len(shape) == 4:
+        return "blocks"
     if len(shape) == 5 and shape[0] == 2:
         return "flash_attn"
     if len(shape) == 5 and shape[1] == 2:
         return "flash_infer"
     raise ValueError(f"kvtier: a KV cache layer of shape {tuple(shape)} is none of "
-                     "(2, blocks, block_size, heads, head_size), (blocks, 2, ...) or "
-                     "(blocks, block_size, latent)")
+                     "(blocks, heads, block_size, content), (2, blocks, block_size, heads, "
+                     "head_size), (blocks, 2, ...) or (blocks, block_size, latent)")
 
 
 def tensor_device(t):
@@ -79,6 +81,9 @@ class WorkerSide:
         if layout.block_bytes != self.geo.vllm_block_bytes:
             raise ValueError(f"kvtier: the KV cache holds {layout.block_bytes} bytes a block, "
                              f"the model's geometry says {self.geo.vllm_block_bytes}")
+        if self.geo.interior and layout.interior != self.geo.interior:
+            raise ValueError(f"kvtier: vLLM's KV cache layout puts a block's dimensions in the "
+                             f"order {self.geo.interior}, its tensors in {layout.interior}")
         self.layout = layout
         self.gpu, self.device = tensor_device(sample)
         self._open_pipeline()

@@ -1,0 +1,54 @@
+"""kvtierd.py — a real kvtierd for Python tests (the build tree's,
+$KVTIERD), on a runtime dir of its own with the control plane on a free
+port: started, asked for its stats, killed or stopped. Shared by
+tests/python and tests/vllm."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+
+
+class Daemon:
+    def __init__(self, tmp, *flags):
+        self.dir = str(tmp)
+        self.socket = os.path.join(self.dir, "kvtierd.sock")
+        self.log_path = os.path.join(self.dir, "log")
+        exe = os.environ.get("KVTIERD", os.path.join(os.environ.get("KVT_BUILDDIR", "."), "kvtierd"))
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([exe, "--runtime-dir", self.dir, "--http", "127.0.0.1:0",
+                                      "--l1-size", "64MiB", *flags],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            m = re.search(r"ready: control plane on http://127\.0\.0\.1:(\d+)/", self.text())
+            if m:
+                self.port = int(m.group(1))
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("kvtierd did not start:\n" + self.text())
+
+    def text(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def stats(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/stats") as r:
+            return json.load(r)
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=60)
+        self.log.close()
+        return self.proc.returncode
