@@ -68,7 +68,7 @@ def block_interior(vllm_config, kv_cache_config):
     """The order of a block's dimensions in memory ("HNC", "NHC") from vLLM's resolved
     KVCacheLayout name ("LBHNC", ...); "" for a vLLM without one."""
     name = getattr(kv_cache_config, "kv_cache_layout", None) or \
-        getattr(vllm_config.cache_config, "kv_cache_layout", None)
+        getattr(getattr(vllm_config, "cache_config", None), "kv_cache_layout", None)
     return "".join(d for d in str(name) if d not in "LB") if name else ""
 
 
@@ -98,12 +98,15 @@ class KvtierConnector(KVConnectorBase_V1):
         self.geo = geometry_from(vllm_config, kv_cache_config)
         tc = vllm_config.kv_transfer_config
         extra = dict(getattr(tc, "kv_connector_extra_config", None) or {})
-        self.cross_layer = bool(extra.pop("cross_layer", False))
         self.cfg = ConnectorConfig.from_extra(extra, self.geo.block_size,
                                               vllm_config.model_config.served_model_name)
         self.model = self.geo.namespace(self.cfg.model_id, self.cfg.chunk_blocks)
         self.scheduler = self.worker = None
         if role == KVConnectorRole.SCHEDULER:
+            if getattr(tc, "kv_load_failure_policy", None) == "fail":
+                log.warning("kvtier: kv_load_failure_policy is \"fail\" (vLLM's default): a load "
+                            "that fails (kvtierd restarted, a corrupt block) fails its request; "
+                            "\"recompute\" computes those blocks instead (docs/vllm.md)")
             self.scheduler = SchedulerSide(self.cfg, self.geo, lambda: Client(
                 self.cfg.socket_path, self.model, self.geo.vllm_block_bytes * self.cfg.chunk_blocks,
                 tp_size=self.geo.namespace_tp, scheduler=True))
@@ -135,15 +138,8 @@ class KvtierConnector(KVConnectorBase_V1):
 
     # --- worker side ---
 
-    @property
-    def prefer_cross_layer_blocks(self):
-        return self.cross_layer
-
     def register_kv_caches(self, kv_caches):
         self.worker.register_kv_caches(kv_caches)
-
-    def register_cross_layers_kv_cache(self, kv_cache, attn_backend):
-        self.worker.register_cross_layers_kv_cache(kv_cache)
 
     def start_load_kv(self, forward_context, **kwargs):
         meta = self._get_connector_metadata()

@@ -52,3 +52,26 @@ class Daemon:
             self.proc.wait(timeout=60)
         self.log.close()
         return self.proc.returncode
+
+    def settle_l2(self):
+        """Waits (bounded) until L2 has no I/O queued or in flight."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            l2 = self.stats()["l2"]
+            if l2["ios_queued"] == 0 and l2["ios_inflight"] == 0:
+                return
+            time.sleep(0.005)
+        raise AssertionError("L2 did not settle")
+
+    def evict_to_l2(self):
+        """Evicts all of L1 into L2 and waits until L2 has written it: L1 is then empty."""
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/tiers/l1/evict",
+                                     method="POST", data=json.dumps({"all": True}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        for _ in range(100):
+            with urllib.request.urlopen(req) as r:
+                if json.load(r)["complete"]:
+                    break
+            self.settle_l2()
+        self.settle_l2()
+        assert self.stats()["l1"]["items"] == 0

@@ -4,10 +4,6 @@ logits and tokens of computing the same way; a corrupted L2 block is a miss
 and a recompute, never other tokens; with layer groups, a chunk is one block
 per group, groups land in order and a failed group stops the callbacks."""
 
-import json
-import time
-import urllib.request
-
 import pytest
 import torch
 
@@ -138,28 +134,6 @@ def test_layer_groups_need_a_grouped_area(daemon):
         store(daemon.socket, 3, per_layer)
 
 
-def settle_l2(d):
-    for _ in range(2000):
-        l2 = d.stats()["l2"]
-        if l2["ios_queued"] == 0 and l2["ios_inflight"] == 0:
-            return
-        time.sleep(0.005)
-    raise AssertionError("L2 did not settle")
-
-
-def evict_to_l2(d):
-    """Evicts all of L1 into L2 and waits until L2 has written it: L1 is then empty."""
-    req = urllib.request.Request(f"http://127.0.0.1:{d.port}/v1/tiers/l1/evict", method="POST",
-                                 data=json.dumps({"all": True}).encode(),
-                                 headers={"Content-Type": "application/json"})
-    for _ in range(100):
-        if json.load(urllib.request.urlopen(req))["complete"]:
-            break
-        settle_l2(d)
-    settle_l2(d)
-    assert d.stats()["l1"]["items"] == 0
-
-
 def test_corrupt_l2_block_is_a_miss_then_a_recompute(make_daemon, tmp_path):
     l2 = str(tmp_path / "l2")
     d = make_daemon("--l2-path", l2, "--l2-size", "64MiB", "--l2-region-size", "8MiB")
@@ -167,7 +141,7 @@ def test_corrupt_l2_block_is_a_miss_then_a_recompute(make_daemon, tmp_path):
     tokens = prompt(6 * C + 3, seed=2)
     saved_by_a(d.socket, model, tokens)
     # Everything to L2, then one byte of chunk 2's record flipped on disk.
-    evict_to_l2(d)
+    d.evict_to_l2()
     # A restart: the blocks are read from the disk, not from the open region's buffer.
     assert d.stop() == 0
     assert flip_data_byte(l2, prefix_keys(tokens[:-1], C)[2], 8 << 20) == 1
@@ -195,7 +169,7 @@ def test_a_corrupt_group_block_stops_the_groups_after_it(make_daemon, tmp_path, 
     model = TinyDecoder()
     tokens = prompt(6 * C + 3, seed=5)
     cache = saved_by_a(d.socket, model, tokens, groups=3)
-    evict_to_l2(d)
+    d.evict_to_l2()
     assert d.stop() == 0
     key = block_key(prefix_keys(tokens[:-1], C)[2], bad_group, 3)
     assert flip_data_byte(l2, key, 8 << 20) == 1

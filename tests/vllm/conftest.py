@@ -7,8 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -31,25 +32,96 @@ def engine_env() -> dict[str, str]:
     return env
 
 
+class Engine:
+    """One engine.py process (its own process group: killing it kills vLLM's engine core
+    and workers too); for a job of "batches", the test steps it batch by batch."""
+
+    def __init__(self, path: Path, job: dict[str, Any]) -> None:
+        self.out, self.log_path = path.with_suffix(".out"), path.with_suffix(".log")
+        path.with_suffix(".job").write_text(json.dumps(job))
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "engine.py"),
+                                      str(path.with_suffix(".job")), str(self.out)],
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=engine_env(),
+                                     cwd=path.parent, start_new_session=True)
+
+    def _wait_file(self, path: Path) -> None:
+        deadline = time.monotonic() + ENGINE_TIMEOUT_S
+        while not path.exists():
+            assert self.proc.poll() is None or path.exists(), \
+                f"engine exited {self.proc.returncode} before {path.name}:\n{self.tail()}"
+            if time.monotonic() > deadline:
+                self.dump_stacks()
+                raise AssertionError(f"no {path.name} after {ENGINE_TIMEOUT_S} s:\n{self.tail()}")
+            time.sleep(0.02)
+
+    def dump_stacks(self) -> None:
+        """Every vLLM process of the engine prints its threads' stacks into the log
+        (engine.py registers SIGUSR1 with faulthandler); waits a little for them."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            return
+        time.sleep(2)
+
+    def tail(self) -> str:
+        return self.log_path.read_text()[-6000:]
+
+    def batch(self, i: int) -> dict[str, Any]:
+        """Batch i's outputs, once it ended."""
+        path = Path(f"{self.out}.{i}")
+        self._wait_file(path)
+        return json.loads(path.read_text())
+
+    def go(self, i: int) -> None:
+        """Lets batch i start; returns when it has."""
+        Path(f"{self.out}.go{i}").touch()
+        self._wait_file(Path(f"{self.out}.start{i}"))
+
+    def result(self) -> dict[str, Any]:
+        try:
+            rc = self.proc.wait(timeout=ENGINE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.dump_stacks()
+            raise AssertionError(f"engine still running after {ENGINE_TIMEOUT_S} s:\n{self.tail()}")
+        finally:
+            self.kill()
+        assert rc == 0, f"engine exited {rc}:\n{self.tail()}"
+        return json.loads(self.out.read_text())
+
+    def kill(self) -> None:
+        """SIGKILL to the engine and every process vLLM started."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.log.close()
+
+
 @pytest.fixture
-def engine(tmp_path: Path) -> Callable[..., dict[str, Any]]:
-    """engine(prompts, socket=None, **job): runs one engine process; its result (engine.py)."""
-    runs = []
+def start_engine(tmp_path: Path) -> Iterator[Callable[..., Engine]]:
+    """start_engine(prompts or batches=..., socket=None, **job): an Engine, running."""
+    started: list[Engine] = []
 
-    def run(prompts: list[list[int]], socket: str | None = None, **job: Any) -> dict[str, Any]:
-        n = len(runs)
-        job_path, out_path, log_path = (tmp_path / f"engine{n}.{ext}" for ext in ("job", "out", "log"))
-        job_path.write_text(json.dumps({"prompts": prompts, "connector": socket, **job}))
-        with open(log_path, "w") as log:
-            proc = subprocess.run([sys.executable, str(HERE / "engine.py"), str(job_path),
-                                   str(out_path)], stdout=log, stderr=subprocess.STDOUT,
-                                  env=engine_env(), timeout=ENGINE_TIMEOUT_S, cwd=tmp_path)
-        runs.append(log_path)
-        assert proc.returncode == 0, f"engine {n} exited {proc.returncode}:\n" + \
-            log_path.read_text()[-6000:]
-        return json.loads(out_path.read_text())
+    def start(prompts: list[list[int]] | None = None, socket: str | None = None,
+              **job: Any) -> Engine:
+        if prompts is not None:
+            job["prompts"] = prompts
+        e = Engine(tmp_path / f"engine{len(started)}", {"connector": socket, **job})
+        started.append(e)
+        return e
 
-    return run
+    yield start
+    for e in started:
+        if e.proc.returncode is None:
+            e.kill()
+
+
+@pytest.fixture
+def engine(start_engine: Callable[..., Engine]) -> Callable[..., dict[str, Any]]:
+    """engine(prompts, socket=None, **job): runs one engine process to its end; its result."""
+    return lambda prompts, socket=None, **job: start_engine(prompts, socket, **job).result()
 
 
 @pytest.fixture

@@ -23,9 +23,10 @@ class ConnectorConfig:
     model_id: str = ""             # namespace model; "": the served model name
     lease_ms: int = 30000          # how long a lookup's hit stays leased until loaded
     staging_kind: str = "vmm"      # GPU staging: "vmm" or "ipc"
+    reconnect_ms: int = 1000       # after kvtierd was lost, try it again at most this often
 
     KEYS = ("socket_path", "chunk_blocks", "staging_depth", "staging_blocks", "max_inflight",
-            "model_id", "lease_ms", "staging_kind")
+            "model_id", "lease_ms", "staging_kind", "reconnect_ms")
 
     @classmethod
     def from_extra(cls, extra, block_size, served_model_name):
@@ -43,6 +44,8 @@ class ConnectorConfig:
         for name in ("chunk_blocks", "staging_depth", "staging_blocks"):
             if not isinstance(getattr(c, name), int) or getattr(c, name) < 1:
                 raise ValueError(f"kvtier: {name} must be a positive integer")
+        if not isinstance(c.reconnect_ms, int) or c.reconnect_ms < 0:
+            raise ValueError("kvtier: reconnect_ms must be an integer of at least 0")
         if c.staging_depth < 2:
             raise ValueError("kvtier: staging_depth must be at least 2")
         if c.staging_kind not in ("vmm", "ipc"):

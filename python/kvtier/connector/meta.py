@@ -10,6 +10,7 @@ class LoadSpec:
     req_id: str
     keys: list            # kvtier keys, one per chunk
     block_ids: list       # GPU block ids, chunk_blocks per key
+    retried: bool = False  # made again after its connection was found closed
 
 
 @dataclass
@@ -17,6 +18,7 @@ class SaveSpec:
     req_id: str
     keys: list
     block_ids: list
+    retried: bool = False
 
 
 @dataclass

@@ -6,7 +6,10 @@ kv_transfer_params, num_publishable_block_hashes.
 
 Rules kept here: whole chunks only; never the prompt's last token (vLLM
 must compute at least one); a request's answer is cached, so asking again
-is free of side effects; only publishable blocks are saved."""
+is free of side effects; a request whose load finished is never offered a
+load again until it is preempted (vLLM asks again after a load only when
+blocks of it failed, and asking kvtierd again would fail the same way:
+the request would never run); only publishable blocks are saved."""
 
 import logging
 import time
@@ -16,7 +19,6 @@ from .keys import chunk_block_ids, chunk_keys
 from .meta import LoadSpec, SaveSpec, StepMeta
 
 log = logging.getLogger("kvtier.connector")
-REOPEN_INTERVAL_S = 1.0
 
 
 @dataclass
@@ -26,6 +28,7 @@ class RequestState:
     lease_id: int = 0
     load: LoadSpec = None       # set by update_state_after_alloc, sent with the next step
     loading: bool = False       # sent, not reported finished
+    loaded: bool = False        # a load of it finished: vLLM asks again only if it failed
     skip_save: bool = False
     answered_for: int = -1      # num_computed_tokens the answer was for
 
@@ -60,6 +63,8 @@ class SchedulerSide:
         st.skip_save = bool(params.get("kvtier_skip_save", False))
         if params.get("kvtier_skip_load", False):
             return 0, False
+        if st.loaded:  # asked again after its load: blocks of it failed, vLLM recomputes them
+            return 0, False
         if st.answered_for == num_computed_tokens:
             return st.hit_chunks * self.chunk_tokens, st.hit_chunks > 0
         self._forget_lease(st)
@@ -75,15 +80,11 @@ class SchedulerSide:
         if end <= st.first_chunk:
             return 0, False
         keys = chunk_keys(request.block_hashes, n, st.first_chunk, end)
-        client = self._usable()
         try:
-            if client is None:
-                raise ConnectionError("kvtierd unreachable")
-            r = client.lookup(keys, lease_ms=self.cfg.lease_ms)
+            r = self._lookup(keys)
         except OSError as e:  # kvtierd down: nothing hits, vLLM computes
             self.stats["lookup_errors"] += 1
             log.warning("kvtier: lookup failed (%s); computing the prefix", e)
-            self._lost()
             return 0, False
         self.stats["lookups"] += 1
         st.hit_chunks, st.lease_id = r.hits, r.lease_id
@@ -122,7 +123,7 @@ class SchedulerSide:
         for req_id in finished_recving or ():
             st = self.requests.get(req_id)
             if st:
-                st.loading = False
+                st.loading, st.loaded = False, True
                 self._forget_lease(st)
 
     def request_finished(self, request, block_ids):
@@ -161,13 +162,29 @@ class SchedulerSide:
         if st.loading or st.load is not None:
             self.cancelled.append(req_id)
         st.load = None
-        st.loading = False
+        st.loading = st.loaded = False
         st.answered_for = -1  # asked again when it is rescheduled
         self._forget_lease(st)
 
+    def _lookup(self, keys):
+        """One LOOKUP; a connection found dead (kvtierd restarted since its last use) is
+        replaced and the lookup asked once more on the new one."""
+        for retry in (False, True):
+            client = self._usable()
+            if client is None:
+                raise ConnectionError("kvtierd unreachable")
+            try:
+                return client.lookup(keys, lease_ms=self.cfg.lease_ms)
+            except OSError:
+                self._lost()
+                if retry:
+                    raise
+        raise AssertionError("unreachable")
+
     def _usable(self):
         """The lookup client, opened again if it was lost and a second has passed; or None."""
-        if self.client is None and time.monotonic() - self.last_open_try >= REOPEN_INTERVAL_S:
+        since = time.monotonic() - self.last_open_try
+        if self.client is None and since >= self.cfg.reconnect_ms / 1000:
             self.last_open_try = time.monotonic()
             try:
                 self.client = self.open_client()
@@ -180,7 +197,6 @@ class SchedulerSide:
         if self.client is not None:
             self.client.close()
             self.client = None
-            self.last_open_try = time.monotonic()
             for st in self.requests.values():
                 st.lease_id = 0  # gone with the connection
 

@@ -6,7 +6,7 @@ block ids). Tensors are duck-typed (torch or numpy); imports no torch.
 
 A daemon that dies turns loads into load errors (vLLM recomputes those
 blocks) and saves into counted drops; the pipeline is opened again when the
-socket answers, at most once a second."""
+socket answers, at most once every reconnect_ms (a second by default)."""
 
 import errno
 import logging
@@ -17,7 +17,6 @@ from ..layout import KVLayout
 from ..pipeline import Pipeline
 
 log = logging.getLogger("kvtier.connector")
-REOPEN_INTERVAL_S = 1.0
 # A request failed with one of these: the connection to kvtierd is gone.
 CONNECTION_LOST = {-errno.EPIPE, -errno.ECONNRESET, -errno.ENOTCONN, -errno.ECONNREFUSED,
                    -errno.ESHUTDOWN}
@@ -73,10 +72,6 @@ class WorkerSide:
         layout = detect_layout(tuple(tensors[0].shape))
         self._open(KVLayout.from_tensors(tensors, layout), tensors[0])
 
-    def register_cross_layers_kv_cache(self, kv_cache, layout=None):
-        layout = layout or detect_layout(tuple(kv_cache.shape[1:]))
-        self._open(KVLayout.from_cross_layer(kv_cache, layout), kv_cache)
-
     def _open(self, layout, sample):
         if layout.block_bytes != self.geo.vllm_block_bytes:
             raise ValueError(f"kvtier: the KV cache holds {layout.block_bytes} bytes a block, "
@@ -102,7 +97,7 @@ class WorkerSide:
     def _usable(self):
         """The pipeline, opened again if it was lost and a second has passed; None if not."""
         if self.pipeline is None and self.layout is not None and \
-                time.monotonic() - self.last_open_try >= REOPEN_INTERVAL_S:
+                time.monotonic() - self.last_open_try >= self.cfg.reconnect_ms / 1000:
             try:
                 self._open_pipeline()
                 log.info("kvtier: connected to kvtierd again")
@@ -154,24 +149,29 @@ class WorkerSide:
         if report:
             self.done_saves |= req_ids
 
-    def _submit(self, spec, kind):
-        p = self._usable()
-        if p is None:
-            self._fail(spec.req_id, kind, spec, range(len(spec.keys)))
+    def _submit(self, spec, kind, tries=2):
+        """Submits one load or save; a pipeline found dead (kvtierd restarted since its
+        last use) is opened again and the submission made once more on it."""
+        for retry in (False, True)[2 - tries:]:
+            p = self._usable()
+            if p is None:
+                break
+            pid = self.next_id
+            self.next_id += 1
+            try:
+                if kind == "load":
+                    p.submit_load(pid, spec.keys, spec.block_ids)
+                else:
+                    p.submit_store(pid, spec.keys, spec.block_ids)
+            except KvtierError as e:
+                self._lost(e)
+                if not retry and e.code in CONNECTION_LOST:
+                    continue
+                break
+            self.inflight[pid] = (spec.req_id, kind, spec)
+            self.started[pid] = time.monotonic()
             return
-        pid = self.next_id
-        self.next_id += 1
-        try:
-            if kind == "load":
-                p.submit_load(pid, spec.keys, spec.block_ids)
-            else:
-                p.submit_store(pid, spec.keys, spec.block_ids)
-        except KvtierError as e:
-            self._lost(e)
-            self._fail(spec.req_id, kind, spec, range(len(spec.keys)))
-            return
-        self.inflight[pid] = (spec.req_id, kind, spec)
-        self.started[pid] = time.monotonic()
+        self._fail(spec.req_id, kind, spec, range(len(spec.keys)))
 
     def _fail(self, req_id, kind, spec, chunk_indexes):
         n = self.cfg.chunk_blocks
@@ -188,13 +188,19 @@ class WorkerSide:
         p = self.pipeline
         if p is None:
             return
-        lost = False
+        lost, again = False, []
         for load in (True, False):
             for f in p.finished(load):
                 lost |= f.status in CONNECTION_LOST
                 req_id, kind, spec = self.inflight.pop(f.req_id)
                 elapsed = time.monotonic() - self.started.pop(f.req_id)
                 if req_id in self.cancelled:
+                    continue
+                if f.status in CONNECTION_LOST and not spec.retried:
+                    # Submitted on a connection kvtierd had closed (it restarted since the
+                    # last transfer): made again, once, on a new one.
+                    spec.retried = True
+                    again.append((spec, kind))
                     continue
                 ok = len(spec.keys) - len(f.failed)
                 nbytes = ok * self.layout.block_bytes * self.cfg.chunk_blocks
@@ -211,6 +217,8 @@ class WorkerSide:
                     self.done_saves.add(req_id)
         if lost:
             self._lost(KvtierError(-errno.EPIPE, "a transfer"))
+        for spec, kind in again:
+            self._submit(spec, kind, tries=1)
 
     def get_finished(self):
         """(request ids whose saves finished, request ids whose loads finished)."""

@@ -32,5 +32,5 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* vLLM's --kv-transfer-config for the kvtier connector (docs/vllm.md). */}}
 {{- define "kvtier.connectorConfig" -}}
-{{- dict "kv_connector" "KvtierConnector" "kv_connector_module_path" "kvtier.vllm" "kv_role" "kv_both" "kv_connector_extra_config" (dict "socket_path" "/run/kvtier/kvtierd.sock" "staging_kind" (ternary "ipc" "vmm" (eq .Values.staging.kind "cuda_ipc"))) | toJson -}}
+{{- dict "kv_connector" "KvtierConnector" "kv_connector_module_path" "kvtier.vllm" "kv_role" "kv_both" "kv_load_failure_policy" "recompute" "kv_connector_extra_config" (dict "socket_path" "/run/kvtier/kvtierd.sock" "staging_kind" (ternary "ipc" "vmm" (eq .Values.staging.kind "cuda_ipc"))) | toJson -}}
 {{- end -}}

@@ -1,13 +1,13 @@
-"""Stand-in for vllm/distributed/kv_transfer/kv_connector/v1/base.py, built
-from ../shared/reference/vllm-connector-interface.md: the roles, the
-metadata base, and KVConnectorBase_V1 with every method the reference names
-(abstract ones raise). tests/python/test_connector.py checks that this file
-and the reference name the same methods, so drift shows."""
+"""Stand-in for vllm/distributed/kv_transfer/kv_connector/v1/base.py (vLLM
+0.32): the roles, the metadata base, and the KVConnectorBase_V1 members
+kvtier uses or overrides, with vLLM's parameter names (abstract ones raise).
+tests/vllm/test_conformance.py checks each member, its binding and its
+parameters against the installed vLLM, so drift fails there."""
 
 import enum
 
 
-class KVConnectorRole(enum.IntEnum):
+class KVConnectorRole(enum.Enum):
     SCHEDULER = 0
     WORKER = 1
 
@@ -39,14 +39,7 @@ class KVConnectorBase_V1:
     def _get_connector_metadata(self):
         return self._connector_metadata
 
-    @property
-    def prefer_cross_layer_blocks(self):
-        return False
-
     def register_kv_caches(self, kv_caches):
-        return None
-
-    def register_cross_layers_kv_cache(self, kv_cache, attn_backend):
         return None
 
     def start_load_kv(self, forward_context, **kwargs):
@@ -67,7 +60,7 @@ class KVConnectorBase_V1:
     def get_block_ids_with_load_errors(self):
         return set()
 
-    def handle_preemptions(self, meta):
+    def handle_preemptions(self, kv_connector_metadata):
         return None
 
     def shutdown(self):
@@ -81,7 +74,7 @@ class KVConnectorBase_V1:
         return None
 
     @classmethod
-    def build_prom_metrics(cls, *args, **kwargs):
+    def build_prom_metrics(cls, vllm_config, metric_types, labelnames, per_engine_labelvalues):
         return None
 
     @classmethod
@@ -114,7 +107,7 @@ class KVConnectorBase_V1:
     def take_events(self):
         return ()
 
-    def bind_gpu_block_pool(self, block_pool):
+    def bind_gpu_block_pool(self, gpu_block_pool):
         return None
 
     def has_pending_push_work(self):
