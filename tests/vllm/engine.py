@@ -5,8 +5,8 @@ the outputs and vLLM's own counters as JSON (argv[2]).
 
 The job: {"prompts": [[token ids]], "max_tokens": n, "connector": socket path
 or null, "extra": {kv_connector_extra_config beyond socket_path},
-"kv_cache_bytes": n, "max_num_seqs": n, "max_num_batched_tokens": n,
-"prefix_caching": bool}. With "batches": [[[token ids]], ...] in place of
+"kv_cache_bytes": n, "max_model_len": n, "max_num_seqs": n,
+"max_num_batched_tokens": n, "prefix_caching": bool}. With "batches": [[[token ids]], ...] in place of
 "prompts", batch i > 0 waits for the file OUT.go<i> and writes OUT.start<i>
 before it runs (the test kills or restarts kvtierd in between), and each
 batch's outputs are written to OUT.<i> when it ends. The model is
@@ -69,7 +69,8 @@ def run(job: dict[str, Any], out: str) -> dict[str, Any]:
     from vllm.inputs import TokensPrompt
 
     args: dict[str, Any] = dict(model=MODEL, load_format="dummy", skip_tokenizer_init=True,
-                                dtype="bfloat16", block_size=BLOCK_SIZE, max_model_len=2048,
+                                dtype="bfloat16", block_size=BLOCK_SIZE,
+                                max_model_len=job.get("max_model_len", 2048),
                                 enforce_eager=True, seed=0, disable_log_stats=False,
                                 max_num_seqs=job.get("max_num_seqs", 8),
                                 kv_cache_memory_bytes=job.get("kv_cache_bytes", 64 << 20))

@@ -71,3 +71,30 @@ def test_store_then_hit(daemon, engine):
     assert (l1["loads"], l1["bytes_loaded"]) == (hits, hits * chunk_bytes)
     assert (l1["parts_stored"], l1["parts_duplicate"]) == (stored + NEW_CHUNKS, DUPLICATE_CHUNKS)
     assert l1["leases_active"] == 0 and l1["pinned_items"] == 0
+
+
+# A pool of 20 blocks of 32 tokens (32 KiB each: 2 layers, 2 heads, 32 tokens, K|V of 64,
+# bf16); each request grows to 11 (288 prompt tokens and 64 generated): two are admitted,
+# then one is preempted to let the other grow.
+SMALL_POOL = {"kv_cache_bytes": 20 * 2 * 2 * 32 * 128 * 2, "max_model_len": 512,
+              "max_tokens": 64, "prefix_caching": False}
+
+
+def test_loads_under_vllms_own_preemption(daemon, engine):
+    stored = [tokens(288, 40 + i) for i in range(4)]
+    asked = [p[:2 * CHUNK] + tokens(32, 60 + i) for i, p in enumerate(stored)]
+    want = engine(asked, **SMALL_POOL)
+    assert want["counters"]["num_preemptions"] > 0
+
+    engine(stored, socket=daemon.socket, **SMALL_POOL)
+    l1 = daemon.stats()["l1"]
+    assert l1["parts_stored"] == 4 * 2  # 352 tokens at the end: 2 whole chunks each
+
+    got = engine(asked, socket=daemon.socket, **SMALL_POOL)
+    same_outputs(got, want)
+    assert got["counters"]["num_preemptions"] > 0
+    # Every request's first schedule loaded its 2 chunks; a preempted one loads again.
+    assert got["counters"]["external_prefix_cache_hits"] >= 4 * 2 * CHUNK
+    l1 = daemon.stats()["l1"]
+    assert l1["loads"] >= 8 and l1["load_misses"] == 0
+    assert (l1["leases_active"], l1["pinned_items"]) == (0, 0)
