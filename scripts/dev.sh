@@ -105,6 +105,9 @@ run)
 test)
 	install_packages
 	export KVT_VENV_ROOT="$TOP/build/venv"
+	# Suites that count their own cases (tests/vllm) write their closing line here.
+	export KVT_TEST_SUMMARY="$TOP/build/test-summary"
+	mkdir -p build && : >"$KVT_TEST_SUMMARY"
 	for req in tests/requirements-*.txt; do
 		purpose=${req#tests/requirements-}
 		venv=$(scripts/venv.sh "${purpose%.txt}")
@@ -119,6 +122,7 @@ test)
 	check build/sanitize check
 	build build/nocuda --enable-werror --without-cuda
 	check build/nocuda check
+	sed 's/^/    /' "$KVT_TEST_SUMMARY"
 	echo "tests: $TOTAL_PASS passed, $TOTAL_FAIL failed"
 	[ "$TOTAL_FAIL" -eq 0 ]
 	;;

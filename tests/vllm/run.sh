@@ -26,4 +26,11 @@ VENV=$(KVT_VENV_ROOT=${KVT_VENV_ROOT:-$BUILD/venv} sh "$SRC/scripts/venv.sh" vll
 }
 export PYTHONDONTWRITEBYTECODE=1
 [ $# -gt 0 ] || set -- "$SRC/tests/vllm"
-exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+OUT=$(mktemp)
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@" >"$OUT" 2>&1
+rc=$?
+cat "$OUT"
+# pytest's closing line, for scripts/dev.sh's summary ($KVT_TEST_SUMMARY, when set).
+[ -z "${KVT_TEST_SUMMARY:-}" ] || echo "tests/vllm: $(grep -E '[0-9]+ (passed|failed)' "$OUT" | tail -1)" >>"$KVT_TEST_SUMMARY"
+rm -f "$OUT"
+exit "$rc"
