@@ -67,7 +67,8 @@ class KVLayout:
     @staticmethod
     def _geometry(shape, strides, es, layout):
         """(planes, chunk_bytes, plane_stride, block_stride, num_blocks, block_size, interior)
-        of one layer; interior: the letters of a block's dimensions, outermost first."""
+        of one layer; interior: the letters of a block's dimensions, outermost first (those
+        of size 1 left out: they have no order)."""
         if layout not in LAYOUTS:
             raise ValueError(f"unknown KV cache layout {layout!r}; known: {', '.join(LAYOUTS)}")
         dims = LAYOUTS[layout]
@@ -89,7 +90,7 @@ class KVLayout:
         block = dims.index("B")
         return (2 if plane >= 0 else 1, expect, strides[plane] if plane >= 0 else 0,
                 strides[block], shape[block], shape[dims.index("N")],
-                "".join(dims[i] for i in inner))
+                "".join(dims[i] for i in inner if shape[i] > 1))
 
     @classmethod
     def from_tensors(cls, tensors, layout="flash_attn"):

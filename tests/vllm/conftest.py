@@ -4,6 +4,7 @@ imports the package from the source tree and libkvtier from the build tree."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,17 +33,26 @@ def engine_env() -> dict[str, str]:
     return env
 
 
+def wait_for(cond: Callable[[], bool], what: Any, timeout_s: float = 60) -> None:
+    """Polls cond until it holds; what (or what() when callable) names it on a timeout."""
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what() if callable(what) else what}"
+        time.sleep(0.05)
+
+
 class Engine:
     """One engine.py process (its own process group: killing it kills vLLM's engine core
     and workers too); for a job of "batches", the test steps it batch by batch."""
 
     def __init__(self, path: Path, job: dict[str, Any]) -> None:
         self.out, self.log_path = path.with_suffix(".out"), path.with_suffix(".log")
+        env = {**engine_env(), **job.pop("env", {})}
         path.with_suffix(".job").write_text(json.dumps(job))
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([sys.executable, str(HERE / "engine.py"),
                                       str(path.with_suffix(".job")), str(self.out)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, env=engine_env(),
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=env,
                                      cwd=path.parent, start_new_session=True)
 
     def _wait_file(self, path: Path) -> None:
@@ -99,15 +109,45 @@ class Engine:
         self.log.close()
 
 
+def with_weights(config_dir: Path, path: Path) -> str:
+    """config_dir's files in path, with seeded random weights at a trained model's
+    scale (transformers' initializer, std 0.02). vLLM's own dummy weights (uniform
+    in +-1e-3) leave the outputs blind to the KV cache: with them, zeroing every
+    loaded block still gave identical tokens and logprobs."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    for f in config_dir.iterdir():
+        shutil.copy(f, path)
+    torch.manual_seed(0)
+    net = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=torch.bfloat16)
+    net.save_pretrained(path, safe_serialization=True)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """tests/vllm/model (a tiny Qwen3) with weights, written once per session."""
+    return with_weights(HERE / "model", tmp_path_factory.mktemp("model"))
+
+
+@pytest.fixture(scope="session")
+def mla_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """tests/vllm/model-mla (a tiny DeepSeek-V2: MLA) with weights."""
+    return with_weights(HERE / "model-mla", tmp_path_factory.mktemp("model-mla"))
+
+
 @pytest.fixture
-def start_engine(tmp_path: Path) -> Iterator[Callable[..., Engine]]:
-    """start_engine(prompts or batches=..., socket=None, **job): an Engine, running."""
+def start_engine(tmp_path: Path, model: str) -> Iterator[Callable[..., Engine]]:
+    """start_engine(prompts or batches=..., socket=None, **job): an Engine, running
+    (job's "env", if any, is added to the engine's environment)."""
     started: list[Engine] = []
 
     def start(prompts: list[list[int]] | None = None, socket: str | None = None,
               **job: Any) -> Engine:
         if prompts is not None:
             job["prompts"] = prompts
+        job.setdefault("model", model)
         e = Engine(tmp_path / f"engine{len(started)}", {"connector": socket, **job})
         started.append(e)
         return e

@@ -6,12 +6,15 @@ the outputs and vLLM's own counters as JSON (argv[2]).
 The job: {"prompts": [[token ids]], "max_tokens": n, "connector": socket path
 or null, "extra": {kv_connector_extra_config beyond socket_path},
 "kv_cache_bytes": n, "max_model_len": n, "max_num_seqs": n,
-"max_num_batched_tokens": n, "prefix_caching": bool}. With "batches": [[[token ids]], ...] in place of
+"max_num_batched_tokens": n, "prefix_caching": bool, "model": a model
+directory (tests/vllm/model by default), "block_size": n,
+"tensor_parallel_size": n}. With "batches": [[[token ids]], ...] in place of
 "prompts", batch i > 0 waits for the file OUT.go<i> and writes OUT.start<i>
 before it runs (the test kills or restarts kvtierd in between), and each
 batch's outputs are written to OUT.<i> when it ends. The model is
-tests/vllm/model: a hand-written Qwen3 config with dummy (seeded random)
-weights, run without its tokenizer, so nothing is downloaded."""
+tests/vllm/model, a hand-written Qwen3 config, with the weights the test
+wrote beside it (conftest.py's `model`), else vLLM's dummy ones; it runs
+without its tokenizer, and nothing is downloaded."""
 
 import faulthandler
 import json
@@ -68,8 +71,12 @@ def run(job: dict[str, Any], out: str) -> dict[str, Any]:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    args: dict[str, Any] = dict(model=MODEL, load_format="dummy", skip_tokenizer_init=True,
-                                dtype="bfloat16", block_size=BLOCK_SIZE,
+    model = job.get("model", MODEL)
+    weights = any(f.endswith(".safetensors") for f in os.listdir(model))
+    args: dict[str, Any] = dict(model=model, load_format="auto" if weights else "dummy",
+                                skip_tokenizer_init=True, dtype="bfloat16",
+                                block_size=job.get("block_size", BLOCK_SIZE),
+                                tensor_parallel_size=job.get("tensor_parallel_size", 1),
                                 max_model_len=job.get("max_model_len", 2048),
                                 enforce_eager=True, seed=0, disable_log_stats=False,
                                 max_num_seqs=job.get("max_num_seqs", 8),

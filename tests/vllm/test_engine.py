@@ -39,11 +39,25 @@ HIT_CHUNKS = {"long": 3, "partial": 1, "exact": 1, "short": 0}
 NEW_CHUNKS, DUPLICATE_CHUNKS = 2, 1
 
 
-def same_outputs(got: dict[str, Any], want: dict[str, Any]) -> None:
-    """Token ids and their logprobs identical, prompt by prompt."""
+# vLLM's CPU attention sums in an order that follows the batch and the block layout:
+# the same KV bytes scheduled differently (preempted, or loaded into other blocks than
+# a local prefix hit shares) give logprobs that differ by ~1e-5. Where scheduling
+# differs, logprobs are compared to this; a wrong block moves them by ~0.1 (zeroing
+# every loaded block moved the first one by 0.24). Restored bytes themselves are
+# compared exactly in test_scheduler.py.
+SCHEDULING_NOISE = 1e-3
+
+
+def same_outputs(got: dict[str, Any], want: dict[str, Any], tol: float = 0.0) -> None:
+    """Token ids identical and their logprobs identical (or within tol), prompt by prompt."""
     for i, (g, w) in enumerate(zip(got["outputs"], want["outputs"], strict=True)):
         assert g["token_ids"] == w["token_ids"], f"prompt {i}: tokens differ"
-        assert g["logprobs"] == w["logprobs"], f"prompt {i}: logprobs differ"
+        if tol == 0.0:
+            assert g["logprobs"] == w["logprobs"], f"prompt {i}: logprobs differ"
+            continue
+        for j, (a, b) in enumerate(zip(g["logprobs"], w["logprobs"], strict=True)):
+            assert a.keys() == b.keys() and all(abs(a[k] - b[k]) <= tol for k in a), \
+                f"prompt {i} token {j}: logprobs {a} against {b}"
 
 
 def test_store_then_hit(daemon, engine):
@@ -91,7 +105,7 @@ def test_loads_under_vllms_own_preemption(daemon, engine):
     assert l1["parts_stored"] == 4 * 2  # 352 tokens at the end: 2 whole chunks each
 
     got = engine(asked, socket=daemon.socket, **SMALL_POOL)
-    same_outputs(got, want)
+    same_outputs(got, want, SCHEDULING_NOISE)
     assert got["counters"]["num_preemptions"] > 0
     # Every request's first schedule loaded its 2 chunks; a preempted one loads again.
     assert got["counters"]["external_prefix_cache_hits"] >= 4 * 2 * CHUNK

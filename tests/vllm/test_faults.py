@@ -5,23 +5,15 @@ in kvtierd comes back."""
 
 import os
 import signal
-import time
-from typing import Any, Callable
+from typing import Any
 
+from conftest import wait_for
 from kvtierd import Daemon
 from l2file import flip_data_byte, records
 from test_engine import CHUNK, same_outputs, tokens
 
 # vLLM's own prefix cache off: every prefix hit comes from kvtierd or nowhere.
 NO_LOCAL = {"prefix_caching": False, "extra": {"reconnect_ms": 0}}
-
-
-def wait_for(cond: Callable[[], bool], what: Any, timeout_s: float = 60) -> None:
-    """Polls cond until it holds; what (or what() when callable) names it on a timeout."""
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what() if callable(what) else what}"
-        time.sleep(0.05)
 
 
 def family(seed: int, n: int, chunks: int = 2) -> tuple[list[list[int]], list[list[int]]]:

@@ -76,7 +76,8 @@ class WorkerSide:
         if layout.block_bytes != self.geo.vllm_block_bytes:
             raise ValueError(f"kvtier: the KV cache holds {layout.block_bytes} bytes a block, "
                              f"the model's geometry says {self.geo.vllm_block_bytes}")
-        if self.geo.interior and layout.interior != self.geo.interior:
+        order = "".join(d for d in self.geo.interior if d in layout.interior)
+        if self.geo.interior and layout.interior != order:
             raise ValueError(f"kvtier: vLLM's KV cache layout puts a block's dimensions in the "
                              f"order {self.geo.interior}, its tensors in {layout.interior}")
         self.layout = layout
