@@ -85,15 +85,14 @@ class Harness:
         g = torch.Generator().manual_seed(hash(tuple(toks)) & 0x7FFFFFFF)
         return torch.randn((LAYERS, HEADS, BLOCK_SIZE, CONTENT), generator=g).to(torch.bfloat16)
 
-    def step(self, wait_transfers: bool = True) -> Any:
-        return self.finish_step(self.sched.schedule(), wait_transfers)
+    def step(self) -> Any:
+        return self.finish_step(self.sched.schedule())
 
-    def finish_step(self, out: Any, wait_transfers: bool = True) -> Any:
+    def finish_step(self, out: Any) -> Any:
         """The worker's and the model's half of a step the scheduler scheduled."""
         self.worker.bind_connector_metadata(out.kv_connector_metadata)
         self.worker.start_load_kv(None)
-        if wait_transfers:
-            self.worker.worker.wait_all(60000)
+        self.worker.worker.wait_all(60000)  # the step's transfers, before get_finished
         req_ids, sampled = [], []
         for rid, n in out.num_scheduled_tokens.items():
             req = self.requests[rid]
