@@ -10,8 +10,11 @@ from typing import Any
 from conftest import wait_for
 from kvtierd import Daemon
 from l2file import flip_data_byte, records
-from test_engine import CHUNK, same_outputs, tokens
+from test_engine import CHUNK, SCHEDULING_NOISE, same_outputs, tokens
 
+# A fault reschedules requests (a failed load is recomputed later, in another batch):
+# logprobs are compared within vLLM's scheduling noise (test_engine.SCHEDULING_NOISE).
+TOL = SCHEDULING_NOISE
 # vLLM's own prefix cache off: every prefix hit comes from kvtierd or nowhere.
 NO_LOCAL = {"prefix_caching": False, "extra": {"reconnect_ms": 0}}
 
@@ -30,21 +33,21 @@ def test_kvtierd_killed_mid_generation_then_restarted(daemon, engine, start_engi
     want = [ref[:4], ref[4:8], ref[8:11], ref[11:]]
 
     e = start_engine(batches=[a, a_again, c, c_again], socket=daemon.socket, **NO_LOCAL)
-    same_outputs(e.batch(0), {"outputs": want[0]})
+    same_outputs(e.batch(0), {"outputs": want[0]}, TOL)
     wait_for(lambda: daemon.stats()["l1"]["parts_stored"] == 8, "a's 8 chunks")
     e.go(1)
     daemon.kill()  # while batch 1 looks up and loads
-    same_outputs(e.batch(1), {"outputs": want[1]})  # recomputed, no hang
+    same_outputs(e.batch(1), {"outputs": want[1]}, TOL)  # recomputed, no hang
 
     back = Daemon(daemon.dir)  # same runtime dir, same socket: empty
     try:
         e.go(2)
-        same_outputs(e.batch(2), {"outputs": want[2]})
+        same_outputs(e.batch(2), {"outputs": want[2]}, TOL)
         wait_for(lambda: back.stats()["l1"]["parts_stored"] == 6,
                  lambda: f"c's 6 chunks in the new kvtierd: {back.stats()['l1']}")
         e.go(3)
         last = e.batch(3)
-        same_outputs(last, {"outputs": want[3]})
+        same_outputs(last, {"outputs": want[3]}, TOL)
         assert [o["num_cached_tokens"] for o in last["outputs"]] == [2 * CHUNK] * 3
         l1 = back.stats()["l1"]
         assert (l1["loads"], l1["leases_active"], l1["pinned_items"]) == (6, 0, 0)
@@ -83,7 +86,7 @@ def test_engine_killed_mid_load_leaves_kvtierd_idle(daemon, engine, start_engine
     # A new engine registers and hits every chunk.
     again = engine(a_again, socket=daemon.socket, **NO_LOCAL)
     assert [o["num_cached_tokens"] for o in again["outputs"]] == [3 * CHUNK] * 8
-    same_outputs(again, want)
+    same_outputs(again, want, TOL)
     assert idle(daemon.stats()) == dict.fromkeys(busy, 0)
 
 
@@ -109,7 +112,7 @@ def test_corrupt_l2_block_is_recomputed(tmp_path, engine):
     d = Daemon(tmp_path / "k", *flags)  # the blocks come from the disk, not a region buffer
     try:
         got = engine(a_again, socket=d.socket, **NO_LOCAL)
-        same_outputs(got, want)
+        same_outputs(got, want, TOL)
         l2s = d.stats()["l2"]
         assert l2s["recovery_dropped"] + l2s["checksum_failures"] == 1
         hit = sum(o["num_cached_tokens"] for o in got["outputs"])
