@@ -3,7 +3,6 @@ runtime dir of its own with the control plane on a free port; stopped, and
 checked to exit 0, at the end. The package is imported from the source tree."""
 
 import os
-import signal
 import sys
 
 import pytest
@@ -19,8 +18,7 @@ from kvtierd import Daemon  # noqa: E402 (after the path is set)
 def daemon(tmp_path):
     d = Daemon(tmp_path)
     yield d
-    rc = d.stop()
-    assert rc in (0, -signal.SIGKILL), f"kvtierd exited {rc}:\n{d.text()}"
+    d.stop_checked()
 
 
 @pytest.fixture
@@ -36,6 +34,5 @@ def make_daemon(tmp_path):
 
     yield make
     for d in made:
-        rc = d.stop()
-        assert rc in (0, -signal.SIGKILL), f"kvtierd exited {rc}:\n{d.text()}"
+        d.stop_checked()
 

@@ -170,5 +170,4 @@ def daemon(tmp_path: Path):
     path.mkdir()
     d = Daemon(path)
     yield d
-    rc = d.stop()
-    assert rc in (0, -signal.SIGKILL), f"kvtierd exited {rc}:\n{d.text()}"
+    d.stop_checked()

@@ -182,7 +182,8 @@ class SchedulerSide:
         raise AssertionError("unreachable")
 
     def _usable(self):
-        """The lookup client, opened again if it was lost and a second has passed; or None."""
+        """The lookup client, opened again if it was lost and reconnect_ms has passed since the
+        last try; or None."""
         since = time.monotonic() - self.last_open_try
         if self.client is None and since >= self.cfg.reconnect_ms / 1000:
             self.last_open_try = time.monotonic()

@@ -96,7 +96,8 @@ class WorkerSide:
                                  ids_per_block=self.cfg.chunk_blocks)
 
     def _usable(self):
-        """The pipeline, opened again if it was lost and a second has passed; None if not."""
+        """The pipeline, opened again if it was lost and reconnect_ms has passed since the last
+        try; None if not."""
         if self.pipeline is None and self.layout is not None and \
                 time.monotonic() - self.last_open_try >= self.cfg.reconnect_ms / 1000:
             try:
@@ -150,10 +151,10 @@ class WorkerSide:
         if report:
             self.done_saves |= req_ids
 
-    def _submit(self, spec, kind, tries=2):
+    def _submit(self, spec, kind, may_retry=True):
         """Submits one load or save; a pipeline found dead (kvtierd restarted since its
-        last use) is opened again and the submission made once more on it."""
-        for retry in (False, True)[2 - tries:]:
+        last use) is opened again and, when may_retry, the submission made once more on it."""
+        for retry in ((False, True) if may_retry else (True,)):
             p = self._usable()
             if p is None:
                 break
@@ -219,7 +220,7 @@ class WorkerSide:
         if lost:
             self._lost(KvtierError(-errno.EPIPE, "a transfer"))
         for spec, kind in again:
-            self._submit(spec, kind, tries=1)
+            self._submit(spec, kind, may_retry=False)
 
     def get_finished(self):
         """(request ids whose saves finished, request ids whose loads finished)."""
