@@ -532,7 +532,11 @@ int kvt_pipeline_open(const struct kvt_pipeline_options *o, struct kvt_pipeline 
 	p->block_bytes = o->client.block_bytes;
 	p->ids_per_block = o->ids_per_block ? o->ids_per_block : 1;
 	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->idle, NULL);
+	pthread_condattr_t attr; /* timed waits count on the monotonic clock (deadline) */
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->idle, &attr);
+	pthread_condattr_destroy(&attr);
 	p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->wake_fd < 0)
 		err = -errno;
@@ -669,7 +673,7 @@ int kvt_pipeline_finished(struct kvt_pipeline *p, int load, struct kvt_pipeline_
 
 static void deadline(struct timespec *until, int timeout_ms)
 {
-	clock_gettime(CLOCK_REALTIME, until);
+	clock_gettime(CLOCK_MONOTONIC, until);
 	until->tv_sec += timeout_ms / 1000;
 	until->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
 	if (until->tv_nsec >= 1000000000L) {

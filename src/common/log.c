@@ -24,11 +24,6 @@ int kvt_log_level_parse(const char *name, enum kvt_log_level *level)
 	return -EINVAL;
 }
 
-const char *kvt_log_level_name(enum kvt_log_level level)
-{
-	return level_names[level];
-}
-
 void kvt_log_set_level(enum kvt_log_level level)
 {
 	atomic_store_explicit(&current_level, (int)level, memory_order_relaxed);

@@ -16,7 +16,6 @@ enum kvt_log_level {
 
 /* Parses "error", "warn", "info" or "debug"; -EINVAL otherwise. */
 int kvt_log_level_parse(const char *name, enum kvt_log_level *level);
-const char *kvt_log_level_name(enum kvt_log_level level);
 
 void kvt_log_set_level(enum kvt_log_level level);
 enum kvt_log_level kvt_log_get_level(void);

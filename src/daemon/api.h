@@ -11,7 +11,7 @@
 #include <jansson.h>
 
 #include "api_body.h"
-#include "http.h"
+#include "ctl_ctx.h"
 
 /* The route for method and url: 0 with *out set (status 200), or an error. */
 int api_route(struct http_ctx *ctx, const char *method, const char *url, json_t *body,

@@ -8,10 +8,9 @@
 #include <unistd.h>
 
 #include "conn.h"
-#include "dataplane.h"
 #include "codec.h"
+#include "dp.h"
 #include "log.h"
-#include "ops.h"
 #include "owner_stats.h"
 #include "sessions.h"
 #include "wire.h"
@@ -220,7 +219,7 @@ static void process_input(struct dp_conn *c)
 		size_t need = KVT_HDR_BYTES + (size_t)h.length;
 		if (c->in_len - off < need)
 			break;
-		ops_dispatch(c, &h, c->in + off + KVT_HDR_BYTES);
+		c->dp->dispatch(c, &h, c->in + off + KVT_HDR_BYTES);
 		off += need;
 	}
 	if (c->dead)

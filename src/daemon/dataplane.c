@@ -18,18 +18,6 @@
 #include "owner_stats.h"
 #include "sessions.h"
 
-uint64_t dp_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t dp_now_ms(void)
-{
-	return dp_now_ns() / 1000000u;
-}
-
 /* --- loop sources and the after-batch hook --- */
 
 static void on_accept(struct loop_source *src, uint32_t events)
@@ -140,6 +128,7 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struc
 	memset(dp, 0, sizeof(*dp));
 	dp->loop = loop;
 	dp->batch_hook.run = after_batch;
+	dp->dispatch = ops_dispatch;
 	dp->l1 = l1;
 	dp->tiering = (struct tiering){.l1 = l1, .stats = &dp->stats,
 				       .store_wait_ms = cfg->store_wait_ms};

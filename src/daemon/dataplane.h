@@ -15,17 +15,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "buffers.h"
 #include "copy.h"
-#include "dp_stats.h"
+#include "dp.h"
 #include "l1.h"
-#include "l2.h"
 #include "loop.h"
 #include "ns.h"
-#include "tiering.h"
-
-struct dp_conn;
-struct dp_session;
 
 struct dp_config {
 	const char *socket_path;
@@ -38,31 +32,6 @@ struct dp_config {
 	uint64_t namespace_l2_quota;
 };
 
-struct dp {
-	struct loop *loop;
-	struct loop_hook batch_hook;  /* after each batch: flushes queued replies, frees the dead */
-	struct loop_source listen_src;
-	struct loop_source copy_src;
-	struct loop_source gpu_copy_src;
-	char socket_path[108];
-	uint32_t max_connections;
-	uint32_t max_leases_per_client;
-	uint32_t lease_default_ms;   /* for LOOKUPs asking KVT_LEASE_DEFAULT; policy */
-	uint32_t max_namespaces_per_client;
-	uint64_t namespace_l1_quota, namespace_l2_quota;
-	struct l1 *l1;
-	struct tiering tiering;      /* L2 and the mode, set by l2svc.h and policy.h */
-	struct ns_registry *namespaces;
-	struct copy_engine *copy;     /* memcpy: shm buffers */
-	struct copy_engine *gpu_copy; /* CUDA: GPU buffers; NULL without a GPU */
-	struct buffer_table buffers;
-	struct dp_session *sessions;
-	struct dp_conn *conns;
-	struct dp_conn *dead_conns;  /* closed, idle, freed after the batch (loop.h) */
-	struct dp_conn *flush_conns; /* with completion replies to send after the batch */
-	uint32_t nconns;
-	struct dp_stats stats;
-};
 
 /*
  * Binds and listens on cfg->socket_path (refusing when another daemon
@@ -83,20 +52,9 @@ void dp_close(struct dp *dp);
 /* Connections bound to ns, open or closing. */
 uint32_t dp_ns_connections(const struct dp *dp, const struct kvt_ns *ns);
 
-/*
- * Removes every namespace no connection is bound to that holds nothing in
- * L1 (what L2 holds is found again by the namespace's digest when a client
- * names it next). Returns how many went.
- */
-uint32_t dp_reclaim_namespaces(struct dp *dp);
-
 /* Calls fn for each registered buffer (loop thread). */
 void dp_buffers_foreach(const struct dp *dp,
 			void (*fn)(uint32_t index, const struct stbuf *b, pid_t pid, void *ctx),
 			void *ctx);
-
-/* Monotonic milliseconds and nanoseconds, as the data plane counts time. */
-uint64_t dp_now_ms(void);
-uint64_t dp_now_ns(void);
 
 #endif

@@ -13,24 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct l1;
-struct l2svc;
-struct dp;
-struct ns_registry;
-struct loopcall;
-
-struct http_ctx {
-	_Atomic bool ready;          /* tiers open, indexes rebuilt */
-	struct l1 *l1;               /* counters read here; changed via calls */
-	struct l2svc *l2;            /* NULL without L2 */
-	struct l3svc *l3;            /* NULL without L3 */
-	struct dp *dp;                /* counters read here; changed via calls */
-	struct ns_registry *namespaces;
-	struct loopcall *calls;
-	struct policy *policy;       /* PUT /v1/policy applies through it (on the loop) */
-	const char *admin_token;     /* NULL: mutating endpoints are open */
-	const char *web_dir;         /* the dashboard's files; NULL: none found */
-};
+#include "ctl_ctx.h"
 
 /* Bytes of a request body the control plane reads; more is 413. */
 #define HTTP_MAX_BODY (64 * 1024)

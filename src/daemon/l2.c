@@ -952,6 +952,7 @@ void l2_stats_visit(const struct l2 *l2, stat_visit_fn fn, void *ctx)
 {
 	stats_visit(l2_stat_defs, sizeof(l2_stat_defs) / sizeof(l2_stat_defs[0]), &l2->stats, fn,
 		    ctx);
+	l2ring_stats_visit(&l2->stats.ring, fn, ctx);
 }
 
 /* --- recovery --- */
@@ -1124,7 +1125,7 @@ static int l2_setup(struct l2 *l2, const struct l2_config *cfg, uint64_t size, c
 			    "l2-size: %s must hold at least 2 regions of %" PRIu64 " bytes",
 			    cfg->path, l2->region_size);
 	l2->nregions = (uint32_t)nregions;
-	int err = l2ring_open(&l2->ring, l2->fd, cfg->queue_depth, &l2->stats, why, whylen);
+	int err = l2ring_open(&l2->ring, l2->fd, cfg->queue_depth, &l2->stats.ring, why, whylen);
 	if (err)
 		return err;
 	if (!(l2->regions = calloc(l2->nregions, sizeof(*l2->regions))) || alloc_wbufs(l2) ||

@@ -61,10 +61,6 @@
 	X(checksum_failures, COUNTER, "kvtier_l2_checksum_failures_total", "", \
 	  "L2 reads whose data checksum failed (each a miss; the item is dropped).") \
 	X(io_errors, COUNTER, "kvtier_l2_io_errors_total", "", "L2 reads and writes that failed.") \
-	X(short_ios, COUNTER, "kvtier_l2_retries_total", "reason=\"short\"", \
-	  "Reads and writes continued, by reason: short.") \
-	X(eagain_retries, COUNTER, "kvtier_l2_retries_total", "reason=\"eagain\"", \
-	  "Reads or writes retried after -EAGAIN.") \
 	X(regions_reclaimed, COUNTER, "kvtier_l2_regions_reclaimed_total", "", \
 	  "Regions reclaimed for new writes.") \
 	X(items_reclaimed, COUNTER, "kvtier_evictions_total", "tier=\"l2\",reason=\"reclaim\"", \
@@ -84,19 +80,18 @@
 	X(items, GAUGE, "kvtier_tier_items", "tier=\"l2\"", "Items (blocks, every part) held.") \
 	X(regions, GAUGE, "kvtier_l2_regions", "", "L2 regions.") \
 	X(free_regions, GAUGE, "kvtier_l2_free_regions", "", "L2 regions holding nothing.") \
-	X(ios_queued, GAUGE, "kvtier_l2_ios_queued", "", \
-	  "L2 reads and writes waiting to be submitted (ring full, or until the loop's next round).") \
-	X(ios_inflight, GAUGE, "kvtier_l2_ios_inflight", "", "L2 reads and writes submitted, not completed.") \
 	X(ready, GAUGE, "kvtier_l2_ready", "", "1 once the L2 index is rebuilt.") \
 	X(failed, GAUGE, "kvtier_l2_failed", "", \
 	  "1 after repeated I/O errors: writes stopped until a probe succeeds; reads go on.")
 
 struct l2_stats {
 	L2_STATS(STAT_LIVE_FIELD)
+	struct l2ring_stats ring;  /* last: the snapshot lists the ring's fields after L2's */
 };
 
 struct l2_stats_snapshot {
 	L2_STATS(STAT_SNAP_FIELD)
+	L2RING_STATS(STAT_SNAP_FIELD)
 };
 
 

@@ -7,7 +7,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "l2.h"
 #include "l2fmt.h"
 #include "l2ring.h"
 #include "log.h"
@@ -171,7 +170,7 @@ bool l2ring_idle(const struct l2_ring *r)
 	return !r->inflight && !r->queued_head;
 }
 
-int l2ring_open(struct l2_ring *r, int fd, uint32_t depth, struct l2_stats *stats, char *why,
+int l2ring_open(struct l2_ring *r, int fd, uint32_t depth, struct l2ring_stats *stats, char *why,
 		size_t whylen)
 {
 	*r = (struct l2_ring){.fd = fd, .eventfd = -1, .depth = depth, .stats = stats};
@@ -226,4 +225,14 @@ void l2ring_close(struct l2_ring *r)
 	if (r->eventfd >= 0)
 		close(r->eventfd);
 	r->eventfd = -1;
+}
+
+#define STAT_LIVE struct l2ring_stats
+static const struct stat_def l2ring_stat_defs[] = {L2RING_STATS(STAT_DEF)};
+#undef STAT_LIVE
+
+void l2ring_stats_visit(const struct l2ring_stats *stats, stat_visit_fn fn, void *ctx)
+{
+	stats_visit(l2ring_stat_defs, sizeof(l2ring_stat_defs) / sizeof(l2ring_stat_defs[0]), stats,
+		    fn, ctx);
 }

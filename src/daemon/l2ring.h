@@ -8,9 +8,9 @@
  * regions, items or the L2 format (l2.c).
  *
  * Owner: the L2 engine's, one thread at a time (l2_open's, then the owner
- * thread's from l2_start on), every call. It writes its counters into the l2_stats it is
- * handed (eagain_retries, short_ios, ios_queued, ios_inflight), readable
- * from any thread.
+ * thread's from l2_start on), every call. Its counters (L2RING_STATS) live
+ * where its owner keeps them (in struct l2_stats, for L2), readable from
+ * any thread.
  */
 #ifndef KVTD_L2RING_H
 #define KVTD_L2RING_H
@@ -21,8 +21,24 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-struct l2;
-struct l2_stats;
+#include "stat_table.h"
+
+/* The ring's counters and gauges (stat_table.h's shape), part of L2's. */
+#define L2RING_STATS(X) \
+	X(short_ios, COUNTER, "kvtier_l2_retries_total", "reason=\"short\"", \
+	  "Reads and writes continued, by reason: short.") \
+	X(eagain_retries, COUNTER, "kvtier_l2_retries_total", "reason=\"eagain\"", \
+	  "Reads or writes retried after -EAGAIN.") \
+	X(ios_queued, GAUGE, "kvtier_l2_ios_queued", "", \
+	  "L2 reads and writes waiting to be submitted (ring full, or until the loop's next round).") \
+	X(ios_inflight, GAUGE, "kvtier_l2_ios_inflight", "", "L2 reads and writes submitted, not completed.")
+
+struct l2ring_stats {
+	L2RING_STATS(STAT_LIVE_FIELD)
+};
+
+/* Calls fn with each stat of L2RING_STATS in stats and its value now (any thread). */
+void l2ring_stats_visit(const struct l2ring_stats *stats, stat_visit_fn fn, void *ctx);
 
 /* The kernel's limit on one registered buffer. */
 #define L2RING_MAX_BUFFER (UINT64_C(1) << 30)
@@ -61,7 +77,7 @@ struct l2_ring {
 	unsigned nfixed;
 	l2_fault_fn fault;
 	void *fault_ctx;
-	struct l2_stats *stats;
+	struct l2ring_stats *stats;
 };
 
 /*
@@ -70,7 +86,7 @@ struct l2_ring {
  * why (io_uring blocked or missing, no eventfd). l2ring_close undoes a
  * failed open too.
  */
-int l2ring_open(struct l2_ring *r, int fd, uint32_t depth, struct l2_stats *stats, char *why,
+int l2ring_open(struct l2_ring *r, int fd, uint32_t depth, struct l2ring_stats *stats, char *why,
 		size_t whylen);
 /*
  * Registers n buffers (each at most 1 GiB, the kernel's limit); I/O inside

@@ -9,23 +9,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "kvtier/kvtier.h"
 #include "l2svc.h"
 #include "log.h"
 
-static double now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 static void *recover_thread(void *arg)
 {
 	struct l2svc *s = arg;
-	double start = now_ms();
+	uint64_t start = kvt_now_ns();
 	s->recover_err = l2_recover(&s->l2);
-	s->recover_ms = now_ms() - start;
+	s->recover_ms = (double)(kvt_now_ns() - start) / 1e6;
 	uint64_t one = 1;
 	if (write(s->done_src.fd, &one, sizeof(one)) != sizeof(one))
 		log_error("l2: cannot wake the event loop: %s", strerror(errno));
@@ -46,7 +40,7 @@ static void on_ring(struct loop_source *src, uint32_t events)
 static void probe_tick(struct loop_timer *t)
 {
 	struct l2svc *s = (struct l2svc *)((char *)t - offsetof(struct l2svc, probe_timer));
-	uint64_t now = dp_now_ms();
+	uint64_t now = kvt_now_ms();
 	if (!atomic_load(&s->l2.stats.failed)) {
 		s->probe_backoff_s = L2SVC_PROBE_FIRST_S;
 		s->next_probe_ms = 0;
@@ -83,7 +77,7 @@ static void submit_queued(struct loop_hook *hook)
 {
 	struct l2svc *s = (struct l2svc *)((char *)hook - offsetof(struct l2svc, submit_hook));
 	l2_poll(&s->l2); /* completions first: they give the writer room */
-	int wait_ms = tiering_background(&s->dp->tiering, dp_now_ms());
+	int wait_ms = tiering_background(&s->dp->tiering, kvt_now_ms());
 	if (l2_poll(&s->l2))
 		loop_wake_within(s->loop, L2SVC_POLL_MS);
 	if (wait_ms >= 0) /* a waiting STORE's bound */
@@ -204,11 +198,11 @@ void l2svc_flush(struct l2svc *s, uint32_t limit_ms)
 		return;
 	log_info("stop: writing %" PRIu64 " dirty items (%s) to L2, for at most %u ms", items, size,
 		 limit_ms);
-	uint64_t start = dp_now_ms(), last_note = start;
+	uint64_t start = kvt_now_ms(), last_note = start;
 	for (;;) {
 		loop_run_once(s->loop, 10); /* the submit hook writes behind; the ring completes */
 		dirty_now(s, &items, size, sizeof(size));
-		uint64_t now = dp_now_ms();
+		uint64_t now = kvt_now_ms();
 		if (!items && l2ring_idle(&s->l2.ring)) {
 			log_info("stop: L2 holds what L1 held (%.1f s)", (double)(now - start) / 1e3);
 			return;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "clock.h"
 #include "l3.h"
 #include "log.h"
 
@@ -163,13 +164,6 @@ static void link_timeout(struct l3 *l3, const struct l3_op *op, struct io_uring_
 	io_uring_sqe_set_data(t, NULL);
 }
 
-uint64_t l3_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* A read begun: l3_abandon_stuck watches it until it is finished. */
 static void read_listed(struct l3 *l3, struct l3_op *op)
 {
@@ -255,7 +249,7 @@ static bool prep(struct l3 *l3, struct l3_op *op)
 static void op_submit(struct l3 *l3, struct l3_op *op)
 {
 	if (op->kind == L3_OP_READ) /* for l3_abandon_stuck: on the kernel, or on room in the ring */
-		op->waiting_since_ms = l3_now_ms();
+		op->waiting_since_ms = kvt_now_ms();
 	if (l3->queued_head || !prep(l3, op)) {
 		op->next_queued = NULL;
 		if (l3->queued_tail)

@@ -226,7 +226,7 @@ int l3_publish_begin(struct l3 *l3, const struct kvt_ns *ns, const struct kvt_ke
 
 /*
  * Gives up the reads whose step has waited op_timeout_ms and
- * L3_ABANDON_GRACE_MS more at now_ms (CLOCK_MONOTONIC), in the kernel (their
+ * L3_ABANDON_GRACE_MS more at now_ms (kvt_now_ms, clock.h), in the kernel (their
  * linked timeout fired and the kernel did not let go) or for room in a ring
  * such reads fill. Each runs its abandoned callback once (reads without one
  * wait). Nothing with op_timeout_ms 0. Returns how many.
@@ -234,8 +234,6 @@ int l3_publish_begin(struct l3 *l3, const struct kvt_ns *ns, const struct kvt_ke
  */
 #define L3_ABANDON_GRACE_MS 1000
 unsigned l3_abandon_stuck(struct l3 *l3, uint64_t now_ms);
-/* The clock l3_abandon_stuck counts in. */
-uint64_t l3_now_ms(void);
 
 /*
  * Checks the root is still the device it was at start (a statx: an unmounted

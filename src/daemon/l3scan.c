@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "l3.h"
 #include "l3scan.h"
 #include "log.h"
@@ -254,16 +255,9 @@ static void keep_usage(struct l3scan *s, struct walk *w)
 	free(old);
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void walk_once(struct l3scan *s)
 {
-	uint64_t t0 = now_ms();
+	uint64_t t0 = kvt_now_ms();
 	struct walk w = {0};
 	char top[600];
 	snprintf(top, sizeof(top), "%s/v1", s->root);
@@ -274,7 +268,7 @@ static void walk_once(struct l3scan *s)
 	remove_stale_temporaries(s);
 	SET(s, used_bytes, w.bytes);
 	SET(s, items, w.n);
-	SET(s, last_scan_ms, now_ms() - t0);
+	SET(s, last_scan_ms, kvt_now_ms() - t0);
 	struct l3scan_part *parts = malloc((w.n ? w.n : 1) * sizeof(*parts));
 	for (uint64_t i = 0; parts && i < w.n; i++)
 		parts[i] = w.files[i].part;

@@ -8,8 +8,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "arena.h"     /* arena_slot_size */
-#include "dataplane.h" /* dp_now_ms */
+#include "arena.h" /* arena_slot_size */
+#include "clock.h"
 #include "l3svc.h"
 #include "log.h"
 
@@ -94,7 +94,7 @@ static void known_add(struct l3_known *k, uint64_t digest, const struct kvt_key 
 		known_insert(k, e, hash, digest, key);
 	}
 	e->ranks |= rank_bit(rank);
-	e->added_ms = dp_now_ms();
+	e->added_ms = kvt_now_ms();
 }
 
 static uint64_t known_ranks(const struct l3_known *k, uint64_t digest, const struct kvt_key *key)
@@ -117,7 +117,7 @@ static void walk_seen(void *ctx, struct l3scan_part *parts, uint64_t n)
 	}
 	k->block = block;
 	/* The walk started at most its duration ago: recent entries after that stay. */
-	k->walk_start_ms = dp_now_ms() - atomic_load(&s->scan.stats.last_scan_ms);
+	k->walk_start_ms = kvt_now_ms() - atomic_load(&s->scan.stats.last_scan_ms);
 	uint64_t used = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t hash;
@@ -357,7 +357,7 @@ static void probe_tick(struct loop_timer *t)
 {
 	struct l3svc *s = (struct l3svc *)((char *)t - offsetof(struct l3svc, probe_timer));
 	l3_probe(&s->l3);
-	l3_abandon_stuck(&s->l3, l3_now_ms());
+	l3_abandon_stuck(&s->l3, kvt_now_ms());
 	l3_submit(&s->l3);
 }
 
@@ -469,11 +469,6 @@ void l3svc_ns_usage(struct l3svc *s, const struct kvt_ns *ns, uint64_t *files, u
 {
 	l3scan_ns_usage(&s->scan, ns->digest, files, bytes);
 	*quota = s->scan.ns_quota;
-}
-
-void l3svc_stats_read(const struct l3svc *s, struct l3svc_stats_snapshot *out)
-{
-	stats_copy(&s->stats, out, sizeof(*out));
 }
 
 void l3svc_stats_visit(const struct l3svc *s, stat_visit_fn fn, void *ctx)

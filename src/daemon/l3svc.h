@@ -39,10 +39,6 @@ struct l3svc_stats {
 	L3SVC_STATS(STAT_LIVE_FIELD)
 };
 
-struct l3svc_stats_snapshot {
-	L3SVC_STATS(STAT_SNAP_FIELD)
-};
-
 struct l3_known;                  /* l3svc.c: a set of parts */
 struct l3svc_pub;
 
@@ -96,7 +92,6 @@ void l3svc_read_one(struct l3svc *s, const struct kvt_ns *ns, const struct kvt_k
 void l3svc_ns_usage(struct l3svc *s, const struct kvt_ns *ns, uint64_t *files, uint64_t *bytes,
 		    uint64_t *quota);
 
-void l3svc_stats_read(const struct l3svc *s, struct l3svc_stats_snapshot *out);
 /* Every L3 stat (engine, keeper, service) for /metrics and /v1/stats. */
 void l3svc_stats_visit(const struct l3svc *s, stat_visit_fn fn, void *ctx);
 

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "copy.h"
 #include "dataplane.h"
 #include "gpu.h"
@@ -360,7 +361,7 @@ static struct kvtd *daemon_of(struct loop_source *src, size_t offset)
 static void sweep_leases(struct loop_timer *t)
 {
 	struct kvtd *d = (struct kvtd *)((char *)t - offsetof(struct kvtd, lease_timer));
-	l1_lease_expire(&d->l1, dp_now_ms());
+	l1_lease_expire(&d->l1, kvt_now_ms());
 }
 
 static void on_signal(struct loop_source *src, uint32_t events)

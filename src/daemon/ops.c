@@ -6,8 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dataplane.h"
+#include "clock.h"
 #include "codec.h"
+#include "dp.h"
 #include "ops.h"
 #include "owner_stats.h"
 #include "sessions.h"
@@ -52,7 +53,7 @@ static void observe(struct dp *dp, uint16_t op, int32_t status, uint64_t start_n
 	struct dp_op_stats *s = op_stats(dp, op);
 	if (!s)
 		return;
-	uint64_t ns = dp_now_ns() - start_ns;
+	uint64_t ns = kvt_now_ns() - start_ns;
 	unsigned b = 0;
 	while (b < DP_HIST_BUCKETS - 1 && (double)ns > bounds[b] * 1e9)
 		b++;
@@ -217,7 +218,7 @@ static int op_lookup(struct dp_conn *c, const struct wire_hdr *h, const uint8_t 
 	uint8_t *tiers = out + REPLY_LOOKUP_HEAD_BYTES;
 	uint32_t hits;
 	uint64_t lease = 0;
-	err = l1_lookup(dp->l1, c->ns, lk.keys, lk.nkeys, tiers, lease_ms, dp_now_ms(), &hits,
+	err = l1_lookup(dp->l1, c->ns, lk.keys, lk.nkeys, tiers, lease_ms, kvt_now_ms(), &hits,
 			&lease);
 	if (err == -ENOSPC)
 		REJECT(dp, lease_limit);
@@ -282,7 +283,7 @@ static struct op_transfer *transfer_new(struct dp_conn *c, const struct wire_hdr
 	r->start_ns = start_ns;
 	r->buf = buf;
 	buffers_hold(buf);
-	buf->last_use_ms = dp_now_ms();
+	buf->last_use_ms = kvt_now_ms();
 	c->inflight++;
 	return r;
 }
@@ -397,7 +398,7 @@ static int run_op(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *pa
 
 void ops_dispatch(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *payload)
 {
-	uint64_t start = dp_now_ns();
+	uint64_t start = kvt_now_ns();
 	int rc = run_op(c, h, payload, start);
 	if (rc == OP_ASYNC)
 		return;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <sys/random.h>
 
-#include "dataplane.h"
+#include "dp.h"
 #include "log.h"
 #include "owner_stats.h"
 #include "sessions.h"

@@ -57,4 +57,11 @@ void ns_unbind(struct dp *dp, struct kvt_ns *ns);
 /* Reclaims ns now if it is idle (a HELLO that bound nothing after all). */
 void ns_reclaim_if_idle(struct dp *dp, struct kvt_ns *ns);
 
+/*
+ * Removes every namespace no connection is bound to that holds nothing in
+ * L1 (what L2 holds is found again by the namespace's digest when a client
+ * names it next). Returns how many went.
+ */
+uint32_t dp_reclaim_namespaces(struct dp *dp);
+
 #endif

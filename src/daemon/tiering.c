@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "dataplane.h" /* dp_now_ms */
+#include "clock.h"
 #include "owner_stats.h"
 #include "tiering.h"
 
@@ -247,7 +247,7 @@ static void store_started(struct tiering *t, struct tier_xfer *x, struct tier_bl
 static void wait_push(struct tiering *t, struct tier_xfer *x, struct tier_block *b)
 {
 	b->state = TIER_BLOCK_WAITING;
-	b->wait_since_ms = dp_now_ms();
+	b->wait_since_ms = kvt_now_ms();
 	b->wait_next = NULL;
 	if (t->wait_tail)
 		t->wait_tail->wait_next = b;

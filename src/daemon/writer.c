@@ -119,11 +119,6 @@ int writer_open(struct writer *w, struct l1 *l1, struct l2 *l2, struct loop *loo
 	return 0;
 }
 
-unsigned writer_pending(const struct writer *w)
-{
-	return w->open ? w->offload.pending : 0;
-}
-
 void writer_close(struct writer *w)
 {
 	if (!w->open)

@@ -38,9 +38,6 @@ int writer_open(struct writer *w, struct l1 *l1, struct l2 *l2, struct loop *loo
  */
 void writer_close(struct writer *w);
 
-/* Jobs handed to the checksum thread whose writes are not queued yet. */
-unsigned writer_pending(const struct writer *w);
-
 /* L1's lower tier in evict mode. */
 struct l1_lower_tier writer_lower_tier(struct writer *w);
 

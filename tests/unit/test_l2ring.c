@@ -41,7 +41,7 @@ struct fixture {
 	char path[256];
 	int fd;
 	struct l2_ring ring;
-	struct l2_stats stats;
+	struct l2ring_stats stats;
 	struct test_io ios[BLOCKS];
 	int results[BLOCKS];     /* of each completion; 1: not completed */
 	unsigned completions;

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "l3.h"
 #include "test_util.h"
 
@@ -378,7 +379,7 @@ static void test_refused_cancel_abandons_the_read(void **state)
 		assert_true(poll(&p, 1, 10000) == 1);
 		l3_process(&f->l3);
 	}
-	uint64_t now = l3_now_ms();
+	uint64_t now = kvt_now_ms();
 	assert_int_equal(l3_abandon_stuck(&f->l3, now), 0); /* not yet */
 	assert_int_equal(l3_abandon_stuck(&f->l3, now + 100 + L3_ABANDON_GRACE_MS), N);
 	for (int i = 0; i < N; i++)
