@@ -131,7 +131,7 @@ int main(int argc, char **argv)
 			keys[j] = key_of(start + (uint64_t)j);
 		uint32_t hits;
 		uint64_t lease;
-		l1_lookup(&l1, ns, keys, CHAIN, tiers, 0, 0, &hits, &lease);
+		l1_lookup(&l1, ns, keys, CHAIN, tiers, 0, 0, NULL, &hits, &lease);
 		if (hits != CHAIN)
 			die("lookup missed", -ENOENT);
 	}

@@ -70,7 +70,7 @@ l2, dp = st["l2"], st["dataplane"]
 print("%-6s evict mode, L1 %s: load %.2f GB/s p50 %.0f us p99 %.0f us; %d of %d loaded blocks from L2; "
       "L2 wrote %.2f GB, read %.2f GB; victims dropped (L2 behind) %d, blocks missing %d; loaded bytes exact: %s" %
       (sys.argv[3], sys.argv[4], bench["load_gbps"], bench["load_p50_us"], bench["load_p99_us"],
-       dp["blocks_loaded_l2"], dp["blocks_loaded"], l2["bytes_written"] / 1e9, l2["bytes_read"] / 1e9,
+       l2["blocks_loaded"], dp["blocks_loaded"], l2["bytes_written"] / 1e9, l2["bytes_read"] / 1e9,
        l2["victims_dropped_behind"], bench["missing"], bench["exact"]))
 PY
 done

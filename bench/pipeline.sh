@@ -74,10 +74,10 @@ for m in $MODES; do
 	curl -s "http://127.0.0.1:$port/v1/stats" | python3 -c '
 import json, sys
 j = json.load(sys.stdin)
-d, l2 = j["dataplane"], j["l2"]
+d, l2 = j["dataplane"], j.get("l2")
+from_l2 = l2["blocks_loaded"] if l2 else 0
 print("blocks loaded %d, of them from L2 %d (%.1f%%), missing %d" % (d["blocks_loaded"],
-      d["blocks_loaded_l2"], 100.0 * d["blocks_loaded_l2"] / max(1, d["blocks_loaded"]),
-      d["blocks_load_missing"]))
+      from_l2, 100.0 * from_l2 / max(1, d["blocks_loaded"]), d["blocks_load_missing"]))
 if l2:
     print("L2: wrote %.2f GB, read %.2f GB; victims written %d, dropped because L2 was behind %d" %
           (l2["bytes_written"] / 1e9, l2["bytes_read"] / 1e9, l2["victims_written"],

@@ -92,12 +92,15 @@ function record(stats, now) {
   if (last) {
     const dt = (now - last.t) / 1000;
     const a = last.stats.l1, b = stats.l1;
-    const keys = (b.lookup_hits - a.lookup_hits) + (b.lookup_lower_hits - a.lookup_lower_hits) +
-      (b.lookup_misses - a.lookup_misses);
+    /* Keys found below L1: each lower tier's lookup_hits (the tier stack counts them). */
+    const below = (s) => Object.entries(s).reduce(
+      (n, [name, t]) => n + (name !== "l1" && t && t.lookup_hits ? t.lookup_hits : 0), 0);
+    const lower = below(stats) - below(last.stats);
+    const keys = (b.lookup_hits - a.lookup_hits) + lower + (b.lookup_misses - a.lookup_misses);
     const d = stats.dataplane, p = last.stats.dataplane;
     history.push({
       l1: keys ? (b.lookup_hits - a.lookup_hits) / keys : 0,
-      l2: keys ? (b.lookup_lower_hits - a.lookup_lower_hits) / keys : 0,
+      l2: keys ? lower / keys : 0,
       load: dt > 0 ? (d.bytes_loaded - p.bytes_loaded) / dt / 1e9 : 0,
       store: dt > 0 ? (d.bytes_stored - p.bytes_stored) / dt / 1e9 : 0,
     });
@@ -234,8 +237,8 @@ function fmtQuota(quota, used) {
 function renderNamespaces(list) {
   const rows = list.namespaces.map((n) => [String(n.id), n.model, n.salt || "–",
     fmtBytes(n.block_bytes), String(n.tp_size), fmtInt(n.l1_items), fmtBytes(n.l1_bytes),
-    fmtQuota(n.l1_quota_bytes, n.l1_bytes), fmtBytes(n.l2_bytes),
-    fmtQuota(n.l2_quota_bytes, n.l2_bytes)]);
+    fmtQuota(n.l1_quota_bytes, n.l1_bytes), fmtBytes(n.l2_bytes || 0),
+    fmtQuota(n.l2_quota_bytes || 0, n.l2_bytes || 0)]);
   fillRows($("namespaces").tBodies[0], rows);
   $("no-namespaces").hidden = rows.length > 0;
 }

@@ -11,13 +11,12 @@
 #include "buffers.h"
 #include "dataplane.h"
 #include "l1.h"
-#include "l2svc.h"
-#include "l3svc.h"
 #include "loopcall.h"
 #include "metrics.h"
 #include "ns.h"
 #include "policy.h"
 #include "settings.h"
+#include "tiers.h"
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
@@ -79,10 +78,10 @@ static json_t *stats_dp(const struct dp *dp)
 	return o;
 }
 
-static json_t *stats_l2(const struct l2 *l2)
+static json_t *stats_tier(const struct tier *t)
 {
 	json_t *o = json_object();
-	l2_stats_visit(l2, json_member, o);
+	tiers_stats_visit(t, json_member, o);
 	return o;
 }
 
@@ -104,18 +103,32 @@ static json_t *get_stats(struct http_ctx *ctx)
 {
 	json_t *o = json_pack("{s:o,s:o,s:o}", "l1", stats_l1(ctx->l1), "dataplane",
 			      stats_dp(ctx->dp), "gpu", stats_gpu());
-	json_object_set_new(o, "l2", ctx->l2 ? stats_l2(&ctx->l2->l2) : json_null());
-	json_t *l3 = ctx->l3 ? json_object() : json_null();
-	if (ctx->l3)
-		l3svc_stats_visit(ctx->l3, json_member, l3);
-	json_object_set_new(o, "l3", l3);
+	for (unsigned i = 0; i < ctx->tiers->nlower; i++)
+		json_object_set_new(o, ctx->tiers->lower[i]->name, stats_tier(ctx->tiers->lower[i]));
 	return o;
 }
 
 /* --- /v1/tiers --- */
 
-static json_t *tier_l2(struct http_ctx *ctx, const struct l1_stats_snapshot *s);
-static json_t *tier_l3(const struct l3svc *l3);
+/* A lower tier as /v1/tiers lists it, from its summary. */
+static json_t *tier_json(const struct tier *t)
+{
+	struct tier_summary m;
+	t->ops->summary(t, &m);
+	json_t *o = json_pack("{s:s,s:s}", "name", t->name, "state", m.state);
+	if (m.path)
+		json_object_set_new(o, "path", json_string(m.path));
+	json_object_update_new(
+		o, json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "capacity_bytes",
+			     (json_int_t)m.capacity_bytes, "used_bytes", (json_int_t)m.used_bytes,
+			     "items", (json_int_t)m.items, "hits", (json_int_t)m.hits, "misses",
+			     (json_int_t)m.misses, "evictions", (json_int_t)m.evictions));
+	if (m.next_probe_in_ms)
+		json_object_set_new(o, "next_probe_in_ms", json_integer((json_int_t)m.next_probe_in_ms));
+	if (m.reason)
+		json_object_set_new(o, "reason", json_string(m.reason));
+	return o;
+}
 
 static json_t *get_tiers(struct http_ctx *ctx)
 {
@@ -129,47 +142,10 @@ static json_t *get_tiers(struct http_ctx *ctx)
 		(json_int_t)(s.evictions_watermark + s.evictions_capacity + s.evictions_admin +
 			     s.evictions_quota),
 		"dirty_items", (json_int_t)s.dirty_items, "dirty_bytes", (json_int_t)s.dirty_bytes);
-	json_t *tiers = json_pack("{s:[o]}", "tiers", l1);
-	if (ctx->l2)
-		json_array_append_new(json_object_get(tiers, "tiers"), tier_l2(ctx, &s));
-	if (ctx->l3)
-		json_array_append_new(json_object_get(tiers, "tiers"), tier_l3(ctx->l3));
-	return tiers;
-}
-
-static json_t *tier_l2(struct http_ctx *ctx, const struct l1_stats_snapshot *s)
-{
-	struct l2_stats_snapshot t;
-	l2_stats_read(&ctx->l2->l2, &t);
-	const char *state = l2svc_state(ctx->l2);
-	json_t *l2 = json_pack(
-		"{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "name", "l2", "state", state,
-		"capacity_bytes", (json_int_t)t.capacity_bytes, "used_bytes",
-		(json_int_t)t.used_bytes, "items", (json_int_t)t.items, "hits",
-		(json_int_t)s->lookup_lower_hits, "misses", (json_int_t)t.read_misses, "evictions",
-		(json_int_t)(t.items_reclaimed + t.items_dropped_admin + t.items_dropped_quota));
-	if (strcmp(state, "failed") == 0)
-		json_object_set_new(l2, "next_probe_in_ms",
-				    json_integer((json_int_t)LOAD(ctx->l2->next_probe_in_ms)));
-	return l2;
-}
-
-static json_t *tier_l3(const struct l3svc *l3)
-{
-	struct l3_stats_snapshot e;
-	struct l3scan_stats_snapshot k;
-	l3_stats_read(&l3->l3, &e);
-	l3scan_stats_read(&l3->scan, &k);
-	const char *reason = l3_fault_reason(&l3->l3);
-	json_t *o = json_pack(
-		"{s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "name", "l3", "state", l3_state(&l3->l3),
-		"path", l3->l3.root, "capacity_bytes", (json_int_t)k.capacity_bytes, "used_bytes",
-		(json_int_t)k.used_bytes, "items", (json_int_t)k.items, "hits", (json_int_t)e.reads,
-		"misses", (json_int_t)(e.read_misses + e.read_failures), "evictions",
-		(json_int_t)k.files_removed);
-	if (reason)
-		json_object_set_new(o, "reason", json_string(reason));
-	return o;
+	json_t *list = json_pack("[o]", l1);
+	for (unsigned i = 0; i < ctx->tiers->nlower; i++)
+		json_array_append_new(list, tier_json(ctx->tiers->lower[i]));
+	return json_pack("{s:o}", "tiers", list);
 }
 
 /* --- /v1/policy --- */
@@ -216,7 +192,7 @@ static int put_policy(struct http_ctx *ctx, json_t *body, json_t **out, struct a
 	int rc = loopcall_run(ctx->calls, policy_on_loop, &pc);
 	if (rc)
 		return loop_failed(err, rc);
-	if (api_parse_policy(body, ctx->l2 != NULL, &pc.p, err))
+	if (api_parse_policy(body, tiers_victim_tier(ctx->tiers) != NULL, &pc.p, err))
 		return -1;
 	pc.set = true;
 	rc = loopcall_run(ctx->calls, policy_on_loop, &pc);
@@ -224,7 +200,7 @@ static int put_policy(struct http_ctx *ctx, json_t *body, json_t **out, struct a
 		return api_fail(err, 400, "invalid_field", "tiers.l1: watermarks out of order");
 	if (rc == -EAGAIN)
 		return api_fail(err, 409, "l2_not_ready",
-			    "mode: L2 is still rebuilding its index, or failed; see /v1/tiers");
+			    "mode: no victim tier serves (L2 is still rebuilding its index, or failed); see /v1/tiers");
 	if (rc)
 		return loop_failed(err, rc);
 	*out = policy_json(&pc.p);
@@ -235,23 +211,13 @@ static int put_policy(struct http_ctx *ctx, json_t *body, json_t **out, struct a
 
 struct evict_call {
 	struct l1 *l1;
-	struct l2svc *l2;          /* set for the L2 tier */
-	struct l2svc *lower;       /* L1's lower tier, when configured */
+	struct tier *tier;         /* a lower tier; NULL for L1 */
+	struct tier *victims;      /* L1's victim tier, when there is one */
 	uint64_t bytes;
 	uint64_t freed;
-	uint64_t evicted, to_l2, dropped;  /* L1: blocks evicted, written to L2, dropped */
+	uint64_t evicted, to_lower, dropped;  /* L1: blocks evicted, taken by the victim tier, dropped */
 	bool complete;
 };
-
-/* L2's victim counters: taken (written, or held already) and dropped. */
-static void victim_counts(const struct l2svc *l2, uint64_t *taken, uint64_t *dropped)
-{
-	struct l2_stats_snapshot t;
-	l2_stats_read(&l2->l2, &t);
-	*taken = t.victims_written + t.victims_present;
-	*dropped = t.victims_dropped_behind + t.victims_dropped_unfit + t.victims_dropped_off +
-		   t.victims_dropped_quota;
-}
 
 static uint64_t l1_evictions(const struct l1 *l1)
 {
@@ -260,19 +226,19 @@ static uint64_t l1_evictions(const struct l1 *l1)
 	return s.evictions_admin;
 }
 
-/* L1: what it evicted, and, in evict mode, what became of the victims in L2. */
+/* L1: what it evicted, and, in evict mode, what became of the victims below. */
 static void evict_l1(struct evict_call *ec)
 {
 	uint64_t taken0 = 0, dropped0 = 0, taken1 = 0, dropped1 = 0;
-	bool lower = ec->lower && ec->lower->started && ec->l1->lower.take_victim;
-	if (lower)
-		victim_counts(ec->lower, &taken0, &dropped0);
+	struct tier *v = ec->l1->lower.take_victim ? ec->victims : NULL;
+	if (v)
+		v->ops->victim_counts(v, &taken0, &dropped0);
 	uint64_t before = l1_evictions(ec->l1);
 	ec->freed = l1_evict(ec->l1, ec->bytes, L1_EVICT_ADMIN);
 	ec->evicted = l1_evictions(ec->l1) - before;
-	if (lower)
-		victim_counts(ec->lower, &taken1, &dropped1);
-	ec->to_l2 = taken1 - taken0;
+	if (v)
+		v->ops->victim_counts(v, &taken1, &dropped1);
+	ec->to_lower = taken1 - taken0;
 	ec->dropped = dropped1 - dropped0;
 	struct l1_stats_snapshot s;
 	l1_stats_read(ec->l1, &s);
@@ -283,38 +249,52 @@ static void evict_l1(struct evict_call *ec)
 static int evict_on_loop(void *arg)
 {
 	struct evict_call *ec = arg;
-	if (ec->l2 && !ec->l2->started)
-		return -EAGAIN;
-	if (ec->l2) {
-		ec->freed = l2_evict(&ec->l2->l2, ec->bytes);
-		ec->complete = true;
-	} else {
+	if (!ec->tier) {
 		evict_l1(ec);
+		return 0;
 	}
+	int64_t freed = ec->tier->ops->evict(ec->tier, ec->bytes);
+	if (freed < 0)
+		return (int)freed;
+	ec->freed = (uint64_t)freed;
+	ec->complete = true;
 	return 0;
+}
+
+/* "l1, l2, ...": the tiers an operator may evict from. */
+static void evictable_names(const struct tiers *tiers, char *out, size_t len)
+{
+	int n = snprintf(out, len, "l1");
+	for (unsigned i = 0; i < tiers->nlower && n > 0 && (size_t)n < len; i++)
+		if (tiers->lower[i]->ops->evict)
+			n += snprintf(out + n, len - (size_t)n, ", %s", tiers->lower[i]->name);
 }
 
 static int post_evict(struct http_ctx *ctx, const char *tier, json_t *body, json_t **out,
 		      struct api_error *err)
 {
-	bool l2 = strcmp(tier, "l2") == 0 && ctx->l2;
-	if (strcmp(tier, "l1") != 0 && !l2)
-		return api_fail(err, 404, "not_found", "no tier named \"%s\" (tiers: l1%s)", tier,
-				ctx->l2 ? ", l2" : "");
-	struct evict_call ec = {.l1 = ctx->l1, .l2 = l2 ? ctx->l2 : NULL, .lower = ctx->l2};
+	struct tier *lower = tiers_find(ctx->tiers, tier);
+	if (strcmp(tier, "l1") != 0 && !(lower && lower->ops->evict)) {
+		char names[128];
+		evictable_names(ctx->tiers, names, sizeof(names));
+		return api_fail(err, 404, "not_found", "no tier named \"%s\" (tiers: %s)", tier, names);
+	}
+	struct evict_call ec = {.l1 = ctx->l1, .tier = lower,
+				.victims = tiers_victim_tier(ctx->tiers)};
 	if (api_parse_evict(body, &ec.bytes, err))
 		return -1;
 	int rc = loopcall_run(ctx->calls, evict_on_loop, &ec);
 	if (rc == -EAGAIN)
-		return api_fail(err, 409, "l2_not_ready", "L2 is still rebuilding its index, or failed");
+		return api_fail(err, 409, "l2_not_ready", "%s is still starting (L2 rebuilds its index), or failed",
+			    tier);
 	if (rc)
 		return loop_failed(err, rc);
 	*out = json_pack("{s:s,s:I,s:b}", "tier", tier, "evicted_bytes", (json_int_t)ec.freed,
 			 "complete", ec.complete);
-	if (!l2)
+	if (!lower)
 		json_object_update_new(*out, json_pack("{s:I,s:I,s:I}", "blocks_evicted",
 						       (json_int_t)ec.evicted, "blocks_to_l2",
-						       (json_int_t)ec.to_l2, "blocks_dropped",
+						       (json_int_t)ec.to_lower, "blocks_dropped",
 						       (json_int_t)ec.dropped));
 	return 0;
 }
@@ -352,26 +332,26 @@ static int get_list(struct http_ctx *ctx, const char *name,
 /* One namespace as GET /v1/namespaces and PUT /v1/namespaces/{id} show it (loop thread). */
 static json_t *namespace_json(struct http_ctx *ctx, const struct kvt_ns *ns)
 {
-	uint64_t l2_items = 0, l2_bytes = 0;
-	if (ctx->l2 && ctx->l2->started)
-		l2_ns_usage(&ctx->l2->l2, ns, &l2_items, &l2_bytes);
 	json_t *o = json_pack("{s:I,s:s,s:s,s:I,s:i,s:I}", "id", (json_int_t)ns->id, "model",
 			      ns->model, "salt", ns->salt, "block_bytes",
 			      (json_int_t)ns->block_bytes, "tp_size", (int)ns->tp_size,
 			      "connections", (json_int_t)dp_ns_connections(ctx->dp, ns));
-	json_object_update_new(o, json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "l1_items",
+	json_object_update_new(o, json_pack("{s:I,s:I,s:I,s:I}", "l1_items",
 					    (json_int_t)ns->l1_items, "l1_bytes",
 					    (json_int_t)ns->l1_bytes, "l1_quota_bytes",
 					    (json_int_t)ns->l1_quota, "l1_quota_evictions",
-					    (json_int_t)ns->l1_quota_evictions, "l2_items",
-					    (json_int_t)l2_items, "l2_bytes", (json_int_t)l2_bytes,
-					    "l2_quota_bytes", (json_int_t)ns->l2_quota));
-	if (ctx->l3) {
-		uint64_t files, bytes, quota;
-		l3svc_ns_usage(ctx->l3, ns, &files, &bytes, &quota);
-		json_object_update_new(o, json_pack("{s:I,s:I,s:I}", "l3_files", (json_int_t)files,
-						    "l3_bytes", (json_int_t)bytes,
-						    "l3_quota_bytes", (json_int_t)quota));
+					    (json_int_t)ns->l1_quota_evictions));
+	for (unsigned i = 0; i < ctx->tiers->nlower; i++) {
+		struct tier *t = ctx->tiers->lower[i];
+		struct tier_usage u;
+		t->ops->ns_usage(t, ns, &u);
+		char items[32], bytes[32], quota[32];
+		snprintf(items, sizeof(items), "%s_%s", t->name, t->unit);
+		snprintf(bytes, sizeof(bytes), "%s_bytes", t->name);
+		snprintf(quota, sizeof(quota), "%s_quota_bytes", t->name);
+		json_object_update_new(o, json_pack("{s:I,s:I,s:I}", items, (json_int_t)u.items,
+						    bytes, (json_int_t)u.bytes, quota,
+						    (json_int_t)u.quota));
 	}
 	return o;
 }
@@ -400,14 +380,12 @@ static int usage_on_loop(void *arg)
 		struct metrics_ns *m = &uc->ns[i];
 		*m = (struct metrics_ns){.id = ns->id, .l1_bytes = ns->l1_bytes,
 					 .l1_quota = ns->l1_quota,
-					 .l1_quota_evictions = ns->l1_quota_evictions,
-					 .l2_quota = ns->l2_quota};
+					 .l1_quota_evictions = ns->l1_quota_evictions};
 		snprintf(m->model, sizeof(m->model), "%s", ns->model);
-		uint64_t items;
-		if (uc->ctx->l2 && uc->ctx->l2->started)
-			l2_ns_usage(&uc->ctx->l2->l2, ns, &items, &m->l2_bytes);
-		if (uc->ctx->l3)
-			l3svc_ns_usage(uc->ctx->l3, ns, &items, &m->l3_bytes, &m->l3_quota);
+		for (unsigned t = 0; t < uc->ctx->tiers->nlower; t++) {
+			struct tier *tier = uc->ctx->tiers->lower[t];
+			tier->ops->ns_usage(tier, ns, &m->lower[t]);
+		}
 	}
 	uc->n = reg->count;
 	return 0;
@@ -446,8 +424,11 @@ static int ns_quota_on_loop(void *arg)
 		return -ERANGE;
 	if (qc->q.set_l2) {
 		ns->l2_quota = qc->q.l2;
-		if (qc->ctx->l2 && qc->ctx->l2->started)
-			l2_ns_trim(&qc->ctx->l2->l2, ns);
+		for (unsigned i = 0; i < qc->ctx->tiers->nlower; i++) {
+			struct tier *t = qc->ctx->tiers->lower[i];
+			if (t->ops->ns_trim)
+				t->ops->ns_trim(t, ns);
+		}
 	}
 	qc->result = namespace_json(qc->ctx, ns);
 	return 0;
@@ -459,7 +440,7 @@ static int put_namespace(struct http_ctx *ctx, const char *id_text, json_t *body
 	struct ns_quota_call qc = {.ctx = ctx};
 	if (!api_parse_path_id(id_text, &qc.id) || qc.id == 0)
 		return api_fail(err, 404, "not_found", "no namespace with id \"%s\"", id_text);
-	if (api_parse_quota(body, ctx->l2 != NULL, &qc.q, err))
+	if (api_parse_quota(body, tiers_victim_tier(ctx->tiers) != NULL, &qc.q, err))
 		return -1;
 	int rc = loopcall_run(ctx->calls, ns_quota_on_loop, &qc);
 	if (rc == -ENOENT)
@@ -478,7 +459,7 @@ struct ns_drop_call {
 	struct http_ctx *ctx;
 	uint32_t id;
 	uint64_t freed;
-	uint64_t l2_items;
+	uint64_t dropped[TIERS_MAX_LOWER];  /* items each lower tier dropped */
 	uint32_t connections;
 	uint64_t pinned;
 };
@@ -496,8 +477,10 @@ static int ns_drop_on_loop(void *arg)
 	dc->freed = l1_ns_drop(dc->ctx->l1, ns, &dc->pinned); /* nothing of it goes to L2 */
 	if (dc->pinned)
 		return -EBUSY;
-	if (dc->ctx->l2 && dc->ctx->l2->started)
-		dc->l2_items = l2_ns_drop(&dc->ctx->l2->l2, ns);
+	for (unsigned i = 0; i < dc->ctx->tiers->nlower; i++) {
+		struct tier *t = dc->ctx->tiers->lower[i];
+		dc->dropped[i] = t->ops->ns_drop ? t->ops->ns_drop(t, ns) : 0;
+	}
 	ns_remove(dc->ctx->namespaces, ns);
 	return 0;
 }
@@ -521,8 +504,15 @@ static int delete_namespace(struct http_ctx *ctx, const char *id_text, json_t **
 			    (unsigned long long)dc.pinned);
 	if (rc)
 		return loop_failed(err, rc);
-	*out = json_pack("{s:I,s:I,s:I}", "deleted", (json_int_t)id, "evicted_bytes",
-			 (json_int_t)dc.freed, "l2_items_dropped", (json_int_t)dc.l2_items);
+	*out = json_pack("{s:I,s:I}", "deleted", (json_int_t)id, "evicted_bytes",
+			 (json_int_t)dc.freed);
+	for (unsigned i = 0; i < ctx->tiers->nlower; i++) {
+		const struct tier *t = ctx->tiers->lower[i];
+		char key[48];
+		snprintf(key, sizeof(key), "%s_%s_dropped", t->name, t->unit);
+		if (t->ops->ns_drop)
+			json_object_set_new(*out, key, json_integer((json_int_t)dc.dropped[i]));
+	}
 	return 0;
 }
 

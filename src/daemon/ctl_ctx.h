@@ -14,7 +14,7 @@
 #include <stdbool.h>
 
 struct l1;
-struct l2svc;
+struct tiers;
 struct dp;
 struct ns_registry;
 struct loopcall;
@@ -22,8 +22,7 @@ struct loopcall;
 struct http_ctx {
 	_Atomic bool ready;          /* tiers open, indexes rebuilt */
 	struct l1 *l1;               /* counters read here; changed via calls */
-	struct l2svc *l2;            /* NULL without L2 */
-	struct l3svc *l3;            /* NULL without L3 */
+	struct tiers *tiers;         /* the lower tiers: summaries and stats read here */
 	struct dp *dp;                /* counters read here; changed via calls */
 	struct ns_registry *namespaces;
 	struct loopcall *calls;

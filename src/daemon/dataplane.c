@@ -122,16 +122,18 @@ fail: {
 }
 
 int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struct l1 *l1,
-	    struct ns_registry *namespaces, struct copy_engine *copy, struct copy_engine *gpu_copy,
-	    char *why, size_t whylen)
+	    struct tiers *stack, struct ns_registry *namespaces, struct copy_engine *copy,
+	    struct copy_engine *gpu_copy, char *why, size_t whylen)
 {
 	memset(dp, 0, sizeof(*dp));
 	dp->loop = loop;
 	dp->batch_hook.run = after_batch;
 	dp->dispatch = ops_dispatch;
 	dp->l1 = l1;
-	dp->tiering = (struct tiering){.l1 = l1, .stats = &dp->stats,
+	dp->tiering = (struct tiering){.l1 = l1, .stack = stack, .stats = &dp->stats,
 				       .store_wait_ms = cfg->store_wait_ms};
+	stack->between = tiering_background;
+	stack->between_ctx = &dp->tiering;
 	dp->namespaces = namespaces;
 	dp->copy = copy;
 	dp->gpu_copy = gpu_copy;

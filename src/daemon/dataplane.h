@@ -37,10 +37,13 @@ struct dp_config {
  * Binds and listens on cfg->socket_path (refusing when another daemon
  * answers there, replacing a stale socket file) and adds the listener and
  * the copy engines' eventfds to the loop (gpu_copy may be NULL), with a hook
- * that frees the connections a batch ended. 0 or -errno with the reason in why.
+ * that frees the connections a batch ended; transfers go through stack (its
+ * between step becomes the waiting STOREs' retries). 0 or -errno with the
+ * reason in why.
  */
 int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struct l1 *l1,
-	    struct ns_registry *namespaces, struct copy_engine *copy, struct copy_engine *gpu_copy,
+	    struct tiers *stack, struct ns_registry *namespaces, struct copy_engine *copy,
+	    struct copy_engine *gpu_copy,
 	    char *why, size_t whylen);
 /*
  * Closes every connection and the listener, then runs the loop (loop_run has

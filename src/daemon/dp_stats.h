@@ -84,12 +84,6 @@
 	  "Blocks copied out by LOAD requests.") \
 	X(blocks_load_missing, COUNTER, "kvtier_blocks_load_missing_total", "", \
 	  "Blocks a LOAD asked for that were not there.") \
-	X(blocks_loaded_l2, COUNTER, "kvtier_blocks_loaded_l2_total", "", \
-	  "Blocks LOAD requests read from L2 (a part of kvtier_blocks_loaded_total).") \
-	X(blocks_promoted, COUNTER, "kvtier_blocks_promoted_total", "", \
-	  "Blocks read from L2 and kept in L1 (promoted).") \
-	X(blocks_loaded_l3, COUNTER, "kvtier_blocks_loaded_l3_total", "", \
-	  "Blocks LOAD requests read from L3 (a part of kvtier_blocks_loaded_total; kept in L1 when a slot could be had).") \
 	X(bytes_stored, COUNTER, "", "", \
 	  "Bytes stored by STORE requests.") \
 	X(bytes_loaded, COUNTER, "", "", \

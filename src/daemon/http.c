@@ -19,10 +19,9 @@
 #include "http.h"
 #include "api.h"
 #include "l1.h"
-#include "l2svc.h"
-#include "l3svc.h"
 #include "metrics.h"
 #include "settings.h"
+#include "tiers.h"
 #include "webui.h"
 
 #define HTTP_CONNECTION_LIMIT 256
@@ -99,45 +98,62 @@ static enum MHD_Result respond_web(struct MHD_Connection *conn, const struct htt
 	return ret;
 }
 
-/* L2's part of a probe's answer: ,"l2":{...} (empty without L2). */
-static void l2_probe_fields(const struct http_ctx *ctx, char *buf, size_t len)
+/* A lower tier's part of a probe's answer, from its summary. */
+static json_t *tier_probe(const struct tier_summary *m)
 {
-	*buf = '\0';
-	if (!ctx->l2)
-		return;
-	const char *state = l2svc_state(ctx->l2);
-	bool failed = strcmp(state, "failed") == 0;
-	int n = snprintf(buf, len, ",\"l2\":{\"state\":\"%s\",\"writes\":\"%s\",\"reads\":\"%s\"",
-			 state, strcmp(state, "ready") == 0 ? "on" : "stopped",
-			 strcmp(state, "ready") == 0 || failed ? "served" : "stopped");
-	if (failed && n > 0 && (size_t)n < len)
-		n += snprintf(buf + n, len - (size_t)n, ",\"next_probe_in_ms\":%llu",
-			      (unsigned long long)atomic_load(&ctx->l2->next_probe_in_ms));
-	if (n > 0 && (size_t)n < len)
-		snprintf(buf + n, len - (size_t)n, "}");
+	json_t *o = json_pack("{s:s}", "state", m->state);
+	if (m->writes)
+		json_object_set_new(o, "writes", json_string(m->writes));
+	if (m->reads)
+		json_object_set_new(o, "reads", json_string(m->reads));
+	if (m->next_probe_in_ms)
+		json_object_set_new(o, "next_probe_in_ms", json_integer((json_int_t)m->next_probe_in_ms));
+	if (m->reason)
+		json_object_set_new(o, "reason", json_string(m->reason));
+	return o;
 }
 
-static void l3_fields(const struct http_ctx *ctx, char *buf, size_t len)
+/*
+ * {"status": ..., and each lower tier's part under its name}: health says
+ * "degraded" while a tier is (L1 serves on), else "ok"; readiness "ready".
+ */
+static enum MHD_Result respond_probe(struct MHD_Connection *conn, const struct http_ctx *ctx,
+				     bool health)
 {
-	*buf = '\0';
-	if (!ctx->l3)
-		return;
-	const char *reason = l3_fault_reason(&ctx->l3->l3);
-	snprintf(buf, len, ",\"l3\":{\"state\":\"%s\"%s%s%s}", l3_state(&ctx->l3->l3),
-		 reason ? ",\"reason\":\"" : "", reason ? reason : "", reason ? "\"" : "");
+	json_t *o = json_object();
+	bool degraded = false;
+	for (unsigned i = 0; i < ctx->tiers->nlower; i++) {
+		const struct tier *t = ctx->tiers->lower[i];
+		struct tier_summary m;
+		t->ops->summary(t, &m);
+		degraded |= m.degraded;
+		json_object_set_new(o, t->name, tier_probe(&m));
+	}
+	json_t *body = json_pack("{s:s}", "status",
+				 !health ? "ready" : degraded ? "degraded" : "ok");
+	json_object_update(body, o);
+	json_decref(o);
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (!text)
+		return respond_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+				     "out of memory");
+	size_t n = strlen(text);
+	char *line = realloc(text, n + 2);
+	if (!line) {
+		free(text);
+		return MHD_NO;
+	}
+	memcpy(line + n, "\n", 2);
+	enum MHD_Result ret = respond_json(conn, MHD_HTTP_OK, line);
+	free(line);
+	return ret;
 }
 
-/* Alive: 200 always; "degraded" while L2 is failed or unavailable, or L3 degraded (L1 serves). */
+/* Alive: 200 always; "degraded" while a lower tier is (L2 failed or unavailable, L3 degraded). */
 static enum MHD_Result respond_health(struct MHD_Connection *conn, const struct http_ctx *ctx)
 {
-	char l2[256], l3[128], body[420];
-	l2_probe_fields(ctx, l2, sizeof(l2));
-	l3_fields(ctx, l3, sizeof(l3));
-	bool degraded = (ctx->l2 && atomic_load(&ctx->l2->l2.stats.failed)) ||
-			(ctx->l3 && atomic_load(&ctx->l3->l3.stats.degraded));
-	snprintf(body, sizeof(body), "{\"status\":\"%s\"%s%s}\n", degraded ? "degraded" : "ok", l2,
-		 l3);
-	return respond_json(conn, MHD_HTTP_OK, body);
+	return respond_probe(conn, ctx, true);
 }
 
 /* Ready once the tiers are open and L2's index is rebuilt (or its rebuild failed). */
@@ -145,12 +161,8 @@ static enum MHD_Result respond_ready(struct MHD_Connection *conn, const struct h
 {
 	if (!atomic_load(&ctx->ready))
 		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
-				     ctx->l2 ? "L2 is still rebuilding its index"
-					     : "tiers are still opening");
-	char l2[256], body[320];
-	l2_probe_fields(ctx, l2, sizeof(l2));
-	snprintf(body, sizeof(body), "{\"status\":\"ready\"%s}\n", l2);
-	return respond_json(conn, MHD_HTTP_OK, body);
+				     "a tier is still starting (L2 rebuilds its index)");
+	return respond_probe(conn, ctx, false);
 }
 
 static enum MHD_Result respond_metrics(struct MHD_Connection *conn, struct http_ctx *ctx)
@@ -161,8 +173,7 @@ static enum MHD_Result respond_metrics(struct MHD_Connection *conn, struct http_
 	if (api_namespace_usage(ctx, &ns, &nns))
 		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
 				     "the daemon is stopping");
-	char *text = metrics_render(ctx->l1, ctx->l2 ? &ctx->l2->l2 : NULL, ctx->l3, ctx->dp, ns, nns,
-				    &len);
+	char *text = metrics_render(ctx->l1, ctx->tiers, ctx->dp, ns, nns, &len);
 	free(ns);
 	if (!text)
 		return respond_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",

@@ -896,7 +896,7 @@ uint64_t l1_lease_next_expiry(const struct l1 *l1)
 
 int l1_lookup(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *keys,
 	      uint32_t nkeys, uint8_t *tiers, uint32_t lease_ms, uint64_t now_ms,
-	      uint32_t *hits, uint64_t *lease_id)
+	      const struct l1_below *below, uint32_t *hits, uint64_t *lease_id)
 {
 	struct l1_item *found[256];
 	struct l1_item **leased = found;
@@ -915,11 +915,8 @@ int l1_lookup(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *keys
 			if (lease_ms)
 				leased[nleased++] = it;
 			STAT_ADD(l1, lookup_hits, 1);
-		} else if (l1->lower.contains &&
-			   l1->lower.contains(l1->lower.ctx, ns, &keys[i])) {
-			tiers[i] = KVT_TIER_L2;
-			STAT_ADD(l1, lookup_lower_hits, 1);
-		} else {
+		} else if (!below || (tiers[i] = below->held(below->ctx, ns, &keys[i])) ==
+					     KVT_TIER_NONE) {
 			break;
 		}
 	}

@@ -9,7 +9,8 @@
  * Time is passed in (now_ms, a monotonic clock), so leases are testable.
  *
  * A lower tier (L2) plugs in with struct l1_lower_tier: it receives complete
- * victims before their slots are freed, and answers for keys L1 misses.
+ * victims before their slots are freed. Lookups ask what is below L1
+ * through struct l1_below (the tier stack, tiers.h).
  *
  * Write-behind: a complete item is dirty (not yet handed to the lower tier,
  * or handed and not yet durable there) or clean (durable there, or promoted
@@ -53,8 +54,6 @@ const char *l1_evict_reason_name(enum l1_evict_reason reason);
 	X(lookups, COUNTER, "kvtier_lookups_total", "", "Prefix lookups.") \
 	X(lookup_hits, COUNTER, "kvtier_lookup_blocks_total", "tier=\"l1\",result=\"hit\"", \
 	  "Keys answered by lookups, by tier and result (a miss ends a chain).") \
-	X(lookup_lower_hits, COUNTER, "kvtier_lookup_blocks_total", \
-	  "tier=\"l2\",result=\"hit\"", "Keys lookups found in the lower tier.") \
 	X(lookup_misses, COUNTER, "kvtier_lookup_blocks_total", "tier=\"none\",result=\"miss\"", \
 	  "Lookups that stopped at an absent key.") \
 	X(parts_stored, COUNTER, "", "", "Parts stored.") \
@@ -264,10 +263,16 @@ int l1_load_begin(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *
 		  uint16_t rank, struct l1_ref *ref);
 void l1_load_end(struct l1 *l1, struct l1_ref *ref);
 
+/* A lookup's way below L1: the tier number of the first tier holding a key, or KVT_TIER_NONE. */
+struct l1_below {
+	uint8_t (*held)(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key);
+	void *ctx;
+};
+
 /*
  * The prefix lookup: the count of leading keys present (complete) in L1 or
- * the lower tier; tiers[i] gets the tier of each (KVT_TIER_NONE from the first
- * miss on). With lease_ms > 0, the L1 hits are leased: pinned until
+ * below it (below->held, for each key L1 misses); tiers[i] gets the tier of
+ * each (KVT_TIER_NONE from the first miss on). With lease_ms > 0, the L1 hits are leased: pinned until
  * l1_lease_release(*lease_id) or until now_ms + lease_ms (capped at
  * max_lease_ms); *lease_id is 0 when nothing was leased. -ENOSPC when the
  * lease table is full (nothing is leased then; the count is still valid in
@@ -275,7 +280,7 @@ void l1_load_end(struct l1 *l1, struct l1_ref *ref);
  */
 int l1_lookup(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *keys,
 	      uint32_t nkeys, uint8_t *tiers, uint32_t lease_ms, uint64_t now_ms,
-	      uint32_t *hits, uint64_t *lease_id);
+	      const struct l1_below *below, uint32_t *hits, uint64_t *lease_id);
 
 /* Whether lease_id names a lease still held. */
 bool l1_lease_active(const struct l1 *l1, uint64_t lease_id);

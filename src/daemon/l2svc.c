@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -13,6 +14,13 @@
 #include "kvtier/kvtier.h"
 #include "l2svc.h"
 #include "log.h"
+
+static const struct tier l2_tier;
+
+static struct l2svc *of(const struct tier *t)
+{
+	return (struct l2svc *)((char *)t - offsetof(struct l2svc, tier));
+}
 
 static void *recover_thread(void *arg)
 {
@@ -59,38 +67,6 @@ static void probe_tick(struct loop_timer *t)
 	atomic_store(&s->next_probe_in_ms, s->next_probe_ms > now ? s->next_probe_ms - now : 1);
 }
 
-const char *l2svc_state(const struct l2svc *s)
-{
-	bool ready = atomic_load(&s->l2.stats.ready), failed = atomic_load(&s->l2.stats.failed);
-	if (failed)
-		return ready ? "failed" : "unavailable";
-	return ready ? "ready" : "recovering";
-}
-
-/*
- * Before the loop waits: completions are taken, the writer hands dirty L1
- * items down and waiting STOREs are retried (tiering_background), and what
- * this round queued goes to the kernel; while I/O is out the loop looks
- * again within L2SVC_POLL_MS even without a wake-up from the ring's eventfd.
- */
-static void submit_queued(struct loop_hook *hook)
-{
-	struct l2svc *s = (struct l2svc *)((char *)hook - offsetof(struct l2svc, submit_hook));
-	l2_poll(&s->l2); /* completions first: they give the writer room */
-	int wait_ms = tiering_background(&s->dp->tiering, kvt_now_ms());
-	if (l2_poll(&s->l2))
-		loop_wake_within(s->loop, L2SVC_POLL_MS);
-	if (wait_ms >= 0) /* a waiting STORE's bound */
-		loop_wake_within(s->loop, wait_ms);
-}
-
-void l2svc_set_evict(struct l2svc *s, bool evict)
-{
-	struct l1_lower_tier lower = writer_lower_tier(&s->writer);
-	s->dp->tiering.evict = evict;
-	l1_set_lower_tier(s->l1, evict ? &lower : NULL);
-}
-
 static void start_probe_timer(struct l2svc *s)
 {
 	s->probe_backoff_s = L2SVC_PROBE_FIRST_S;
@@ -122,19 +98,17 @@ static void on_recovered(struct loop_source *src, uint32_t events)
 		if (err) /* the writer then copies, as at eviction */
 			log_warn("l2: no checksum thread (%s): written behind from write buffers",
 				 kvt_strerror(err));
-		loop_add_hook(s->loop, &s->submit_hook);
 		start_probe_timer(s);
-		s->dp->tiering.l2 = &s->l2;
-		l2svc_set_evict(s, true);
 		s->started = true;
+		tiers_set_evict(s->stack, true);
 	}
 	s->on_ready(s->ready_ctx);
 }
 
-int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, struct dp *dp,
-	       struct loop *loop, void (*on_ready)(void *ctx), void *ctx)
+int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1,
+	       struct tiers *stack, struct loop *loop, void (*on_ready)(void *ctx), void *ctx)
 {
-	*s = (struct l2svc){.loop = loop, .submit_hook.run = submit_queued, .l1 = l1, .dp = dp,
+	*s = (struct l2svc){.tier = l2_tier, .loop = loop, .l1 = l1, .stack = stack,
 			    .on_ready = on_ready, .ready_ctx = ctx, .done_src.fd = -1,
 			    .probe_timer.src.fd = -1};
 	struct l2_config lc = {
@@ -151,6 +125,10 @@ int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, st
 		return err;
 	}
 	s->open = true;
+	if ((err = tiers_add(stack, &s->tier))) {
+		log_error("l2: cannot join the tier stack: %s", kvt_strerror(err));
+		return err;
+	}
 	if (s->l2.in_memory)
 		log_warn("l2: %s is on tmpfs or ramfs: O_DIRECT works there, but this \"L2\" "
 			 "is memory, not a disk, and is lost at reboot; give a path on NVMe",
@@ -187,9 +165,10 @@ static void dirty_now(const struct l2svc *s, uint64_t *items, char *size, size_t
 	kvt_format_size(st.dirty_bytes, size, len);
 }
 
-void l2svc_flush(struct l2svc *s, uint32_t limit_ms)
+static void flush(struct tier *t, uint32_t limit_ms)
 {
-	if (!s->started || !s->dp->tiering.evict)
+	struct l2svc *s = of(t);
+	if (!s->started || !s->stack->evict)
 		return;
 	uint64_t items;
 	char size[32];
@@ -219,14 +198,13 @@ void l2svc_flush(struct l2svc *s, uint32_t limit_ms)
 	}
 }
 
-void l2svc_close(struct l2svc *s)
+static void close_tier(struct tier *t)
 {
+	struct l2svc *s = of(t);
 	if (s->thread_running)
 		pthread_join(s->thread, NULL);
 	if (s->started) {
-		l1_set_lower_tier(s->l1, NULL);
 		writer_close(&s->writer);
-		loop_remove_hook(s->loop, &s->submit_hook);
 		loop_del_timer(s->loop, &s->probe_timer);
 	}
 	if (s->open) {
@@ -237,3 +215,155 @@ void l2svc_close(struct l2svc *s)
 	}
 	s->open = s->started = false;
 }
+
+/* --- the tier's ops (tier.h) --- */
+
+static bool contains(struct tier *t, const struct kvt_ns *ns, const struct kvt_key *key)
+{
+	struct l2svc *s = of(t);
+	return s->started && l2_contains(&s->l2, ns, key);
+}
+
+static bool readable(struct tier *t)
+{
+	struct l2svc *s = of(t);
+	return s->started && l2_readable(&s->l2);
+}
+
+/* A read of the engine's, for a tier_read (freed when done). */
+struct l2svc_read {
+	struct l2_read rd;
+	struct tier_read *up;
+};
+
+static void read_done(struct l2_read *rd, int status)
+{
+	struct l2svc_read *r = (struct l2svc_read *)((char *)rd - offsetof(struct l2svc_read, rd));
+	struct tier_read *up = r->up;
+	uint32_t length = rd->length;
+	free(r);
+	up->done(up, status ? -ENOENT : 0, length); /* an I/O error or a bad checksum: a miss, counted by L2 */
+}
+
+/*
+ * The part's length first, then its target: taking an L1 slot may evict L1
+ * items whose victims reclaim an L2 region, so the engine is asked for the
+ * part again when the read begins, and may miss it then.
+ */
+static int read_begin(struct tier *t, const struct kvt_ns *ns, const struct kvt_key *key,
+		      uint16_t rank, struct tier_read *up)
+{
+	struct l2svc *s = of(t);
+	int64_t len = l2_part_length(&s->l2, ns, key, rank);
+	struct l2svc_read *r = len < 0 ? NULL : malloc(sizeof(*r));
+	if (!r)
+		return -ENOENT;
+	*r = (struct l2svc_read){.rd.done = read_done, .up = up};
+	uint8_t *dst = up->target(up, (uint32_t)len);
+	int rc = dst ? l2_read_begin(&s->l2, ns, key, rank, dst, up->cap, &r->rd) : -ENOENT;
+	if (rc < 0) {
+		free(r);
+		up->done(up, -ENOENT, 0);
+	} else if (rc == 1) { /* from a write buffer, copied already */
+		read_done(&r->rd, 0);
+	}
+	return 0;
+}
+
+static struct l1_lower_tier victims(struct tier *t)
+{
+	return writer_lower_tier(&of(t)->writer);
+}
+
+static bool writable(struct tier *t)
+{
+	struct l2svc *s = of(t);
+	return s->started && l2_writable(&s->l2);
+}
+
+static void victim_counts(const struct tier *t, uint64_t *taken, uint64_t *dropped)
+{
+	struct l2_stats_snapshot st;
+	l2_stats_read(&of(t)->l2, &st);
+	*taken = st.victims_written + st.victims_present;
+	*dropped = st.victims_dropped_behind + st.victims_dropped_unfit + st.victims_dropped_off +
+		   st.victims_dropped_quota;
+}
+
+static void ns_usage(struct tier *t, const struct kvt_ns *ns, struct tier_usage *out)
+{
+	struct l2svc *s = of(t);
+	*out = (struct tier_usage){.quota = ns->l2_quota};
+	if (s->started)
+		l2_ns_usage(&s->l2, ns, &out->items, &out->bytes);
+}
+
+static uint64_t ns_drop(struct tier *t, const struct kvt_ns *ns)
+{
+	struct l2svc *s = of(t);
+	return s->started ? l2_ns_drop(&s->l2, ns) : 0;
+}
+
+static void ns_trim(struct tier *t, const struct kvt_ns *ns)
+{
+	struct l2svc *s = of(t);
+	if (s->started)
+		l2_ns_trim(&s->l2, ns);
+}
+
+static int64_t evict(struct tier *t, uint64_t bytes)
+{
+	struct l2svc *s = of(t);
+	return s->started ? (int64_t)l2_evict(&s->l2, bytes) : -EAGAIN;
+}
+
+/* Completions first: they give the writer room. */
+static void reap(struct tier *t)
+{
+	struct l2svc *s = of(t);
+	if (s->started)
+		l2_poll(&s->l2);
+}
+
+/* What the round queued goes to the kernel; while I/O is out, the loop looks again soon. */
+static int submit(struct tier *t)
+{
+	struct l2svc *s = of(t);
+	return s->started && l2_poll(&s->l2) ? L2SVC_POLL_MS : -1;
+}
+
+static void summary(const struct tier *t, struct tier_summary *out)
+{
+	const struct l2svc *s = of(t);
+	struct l2_stats_snapshot st;
+	l2_stats_read(&s->l2, &st);
+	bool failed = st.failed, ready = st.ready;
+	const char *state = failed ? (ready ? "failed" : "unavailable") : (ready ? "ready" : "recovering");
+	*out = (struct tier_summary){
+		.state = state, .degraded = failed,
+		.writes = ready && !failed ? "on" : "stopped",
+		.reads = ready ? "served" : "stopped",
+		.next_probe_in_ms = ready && failed ? atomic_load(&s->next_probe_in_ms) : 0,
+		.capacity_bytes = st.capacity_bytes, .used_bytes = st.used_bytes, .items = st.items,
+		.hits = atomic_load(&t->counters.lookup_hits), .misses = st.read_misses,
+		.evictions = st.items_reclaimed + st.items_dropped_admin + st.items_dropped_quota};
+}
+
+static void stats_visit_tier(const struct tier *t, stat_visit_fn fn, void *ctx)
+{
+	l2_stats_visit(&of(t)->l2, fn, ctx);
+}
+
+static const struct tier_ops l2_ops = {
+	.contains = contains, .readable = readable, .read_begin = read_begin,
+	.victims = victims, .writable = writable, .victim_counts = victim_counts,
+	.ns_usage = ns_usage, .ns_drop = ns_drop, .ns_trim = ns_trim, .evict = evict,
+	.reap = reap, .submit = submit, .summary = summary, .stats_visit = stats_visit_tier,
+	.flush = flush, .close = close_tier,
+};
+
+static const struct tier l2_tier = {
+	.ops = &l2_ops, .name = "l2", .wire = KVT_TIER_L2, .unit = "items",
+	.usage_help = "L2 bytes a namespace holds (records, headers included).",
+	.quota_help = "A namespace's L2 quota (0: none).",
+};

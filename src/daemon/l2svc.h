@@ -1,10 +1,14 @@
 /*
- * l2svc.h — runs the L2 engine inside kvtierd: opens it from the settings,
- * rebuilds its index on a thread of its own while the daemon already serves
- * (readiness waits for it), then binds it to L1 (victims and write-behind
- * through writer.h, lookups) and to the
- * data plane (LOADs of L1 misses) and feeds its ring's completions from the
- * event loop. The engine itself (l2.h) knows nothing of this.
+ * l2svc.h — the L2 tier inside kvtierd: everything about it in one glue
+ * file, as memcached's storage.c is. It opens the engine (l2.h) from the
+ * settings, rebuilds its index on a thread of its own while the daemon
+ * already serves (readiness waits for it), and registers L2 with the tier
+ * stack (tiers.h) as its victim tier: L1's victims and write-behind reach
+ * it through writer.h, LOOKUPs and LOADs of L1 misses through its ops. It
+ * feeds its ring's completions from the event loop and probes a failed L2
+ * with back-off. The engine itself knows nothing of this.
+ *
+ * Owner: the event loop thread; the tier's summary and stats from any thread.
  */
 #ifndef KVTD_L2SVC_H
 #define KVTD_L2SVC_H
@@ -14,22 +18,23 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dataplane.h"
 #include "l1.h"
 #include "l2.h"
 #include "loop.h"
 #include "settings.h"
+#include "tier.h"
+#include "tiers.h"
 #include "writer.h"
 
 struct l2svc {
+	struct tier tier;             /* what the stack sees */
 	struct l2 l2;
 	struct writer writer;         /* L1's way down to it */
 	bool open;
 	bool started;                 /* the index is rebuilt and L2 serves */
 	struct loop *loop;
-	struct loop_hook submit_hook; /* submits what a round of the loop queued */
 	struct l1 *l1;
-	struct dp *dp;
+	struct tiers *stack;
 	void (*on_ready)(void *ctx);  /* called once the index is rebuilt (or failed) */
 	void *ready_ctx;
 	struct loop_source ring_src;  /* the ring's completions */
@@ -45,29 +50,20 @@ struct l2svc {
 };
 
 /*
- * Opens L2 as cfg says and starts rebuilding its index; on_ready(ctx) runs on
- * the loop thread when that is done. 0 or -errno (logged, with the reason).
+ * Opens L2 as cfg says, registers it with stack (below the tiers there
+ * are) and starts rebuilding its index; once that is done L2 serves, the
+ * mode becomes evict, and on_ready(ctx) runs on the loop thread. 0 or
+ * -errno (logged, with the reason). The stack closes it (its close op);
+ * before a stop its flush op runs the loop until the writer has put every
+ * dirty L1 item into L2 and the writes are on disk, or the limit passed.
+ *
+ * Its state (the summary op): "recovering" (rebuilding its index), "ready",
+ * "failed" (writes stopped after repeated I/O errors, reads served and
+ * verified, a probe retries writing with back-off) or "unavailable" (the
+ * index could not be rebuilt; restart to retry).
  */
-int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1, struct dp *dp,
-	       struct loop *loop, void (*on_ready)(void *ctx), void *ctx);
-/*
- * Before a stop (the data plane closed): runs the loop until the writer has
- * put every dirty L1 item into L2 and the writes are on disk, or limit_ms
- * passed; progress and the outcome in the log. Evict mode only.
- */
-void l2svc_flush(struct l2svc *s, uint32_t limit_ms);
-void l2svc_close(struct l2svc *s);
-
-/* Sets the mode live: evict (victims to L2, misses read from it) or l1-only. */
-void l2svc_set_evict(struct l2svc *s, bool evict);
-
-/*
- * L2's state for the control plane (any thread): "recovering" (rebuilding
- * its index), "ready", "failed" (writes stopped after repeated I/O errors,
- * reads served and verified, a probe retries writing with back-off) or
- * "unavailable" (the index could not be rebuilt; restart to retry).
- */
-const char *l2svc_state(const struct l2svc *s);
+int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1,
+	       struct tiers *stack, struct loop *loop, void (*on_ready)(void *ctx), void *ctx);
 
 /* Probe back-off: the first wait, and the most it doubles to. */
 #define L2SVC_PROBE_FIRST_S 1

@@ -10,8 +10,16 @@
 
 #include "arena.h" /* arena_slot_size */
 #include "clock.h"
+#include "kvtier/kvtier.h"
 #include "l3svc.h"
 #include "log.h"
+
+static const struct tier l3_tier;
+
+static struct l3svc *of(const struct tier *t)
+{
+	return (struct l3svc *)((char *)t - offsetof(struct l3svc, tier));
+}
 
 #define COUNT(s, field, n) atomic_fetch_add_explicit(&(s)->stats.field, (n), memory_order_relaxed)
 #define SET(s, field, v) atomic_store_explicit(&(s)->stats.field, (v), memory_order_relaxed)
@@ -174,19 +182,74 @@ static void on_seen(struct loop_source *src, uint32_t events)
 	SET(s, known_parts, k->ix.count + s->recent->ix.count);
 }
 
-bool l3svc_contains(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key)
+static bool contains(struct tier *t, const struct kvt_ns *ns, const struct kvt_key *key)
 {
-	struct l3svc *s = ctx;
+	struct l3svc *s = of(t);
 	uint64_t ranks = known_ranks(s->known, ns->digest, key) |
 			 known_ranks(s->recent, ns->digest, key);
 	uint64_t all = ns->tp_size >= 64 ? UINT64_MAX : (UINT64_C(1) << ns->tp_size) - 1;
 	return (ranks & all) == all;
 }
 
-void l3svc_read_one(struct l3svc *s, const struct kvt_ns *ns, const struct kvt_key *key,
-		    uint16_t rank)
+/* --- reading --- */
+
+/* A read of the engine's, for a tier_read (freed when done). */
+struct l3svc_read {
+	struct l3_read rd;         /* first: the engine's callbacks get its address */
+	struct tier_read *up;
+	struct l3svc *s;
+	uint64_t ns_digest;
+	struct kvt_key key;
+	uint16_t rank;
+};
+
+static uint8_t *read_target(struct l3_read *rd, uint32_t length)
 {
-	known_add(s->recent, ns->digest, key, rank);
+	struct l3svc_read *r = (struct l3svc_read *)rd;
+	return r->up->target(r->up, length);
+}
+
+static void read_abandoned(struct l3_read *rd)
+{
+	struct l3svc_read *r = (struct l3svc_read *)rd;
+	r->up->abandoned(r->up);
+}
+
+/* A part read is known from now on. */
+static void read_done(struct l3_read *rd, int status)
+{
+	struct l3svc_read *r = (struct l3svc_read *)rd;
+	struct tier_read *up = r->up;
+	uint32_t length = rd->op.length;
+	if (!status)
+		known_add(r->s->recent, r->ns_digest, &r->key, r->rank);
+	free(r);
+	up->done(up, status, length);
+}
+
+static int read_begin(struct tier *t, const struct kvt_ns *ns, const struct kvt_key *key,
+		      uint16_t rank, struct tier_read *up)
+{
+	struct l3svc *s = of(t);
+	struct l3svc_read *r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOENT;
+	*r = (struct l3svc_read){.rd = {.target = read_target, .done = read_done},
+				 .up = up, .s = s, .ns_digest = ns->digest, .key = *key,
+				 .rank = rank};
+	if (up->abandoned)
+		r->rd.abandoned = read_abandoned;
+	if (l3_read_begin(&s->l3, ns, key, rank, up->cap, &r->rd)) {
+		free(r);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+static bool readable(struct tier *t)
+{
+	(void)t;
+	return true; /* reads are tried, and verified, in any state */
 }
 
 /* --- publishing --- */
@@ -201,14 +264,15 @@ struct l3svc_pub {
 	bool busy;
 	bool pinned;                 /* ref holds the L1 part being published */
 	struct l1_ref ref;
-	uint8_t *bounce;             /* or: the part read back from L2 (bounce_len bytes mapped) */
+	uint8_t *bounce;             /* or: the part read back from above (bounce_len bytes mapped) */
 	size_t bounce_len;
-	struct l2_read rd;
+	struct tier_read rd;
 };
 
-void l3svc_stored(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key, uint16_t rank)
+static void stored(struct tier *t, const struct kvt_ns *ns, const struct kvt_key *key,
+		   uint16_t rank)
 {
-	struct l3svc *s = ctx;
+	struct l3svc *s = of(t);
 	if (s->pending_count == s->pending_cap) {
 		COUNT(s, publish_skipped, 1);
 		return;
@@ -258,44 +322,39 @@ static void publish_bytes(struct l3svc_pub *pub, const struct kvt_ns *ns, const 
 	}
 }
 
-static void l2_read_back(struct l2_read *rd, int status)
+/* The tier above knows the part's length: a bounce buffer of the namespace's slot size. */
+static uint8_t *read_back_target(struct tier_read *rd, uint32_t length)
+{
+	struct l3svc_pub *pub = (struct l3svc_pub *)((char *)rd - offsetof(struct l3svc_pub, rd));
+	(void)length; /* at most rd->cap, the tier's contract */
+	void *m = mmap(NULL, pub->bounce_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	pub->bounce = m;
+	return pub->bounce;
+}
+
+static void read_back(struct tier_read *rd, int status, uint32_t length)
 {
 	struct l3svc_pub *pub = (struct l3svc_pub *)((char *)rd - offsetof(struct l3svc_pub, rd));
 	const struct kvt_ns *ns = ns_find_id(pub->s->namespaces, pub->ns_id);
 	if (status || !ns) {
-		COUNT(pub->s, publish_skipped, 1); /* L2 lost it too (reclaimed, failed), or dropped */
+		COUNT(pub->s, publish_skipped, 1); /* lost above too (reclaimed, failed), or dropped */
 		pub_release(pub);
 		return;
 	}
 	COUNT(pub->s, published_from_l2, 1);
-	publish_bytes(pub, ns, pub->bounce, rd->length);
+	publish_bytes(pub, ns, pub->bounce, length);
 }
 
-/* Gone from L1 before its turn: the part's way is through L2 when L2 holds it. */
-static bool publish_from_l2(struct l3svc *s, struct l3svc_pub *pub, const struct kvt_ns *ns)
+/* Gone from L1 before its turn: the part's way is through a tier above that holds it. */
+static bool publish_from_above(struct l3svc *s, struct l3svc_pub *pub, const struct kvt_ns *ns)
 {
-	struct l2 *l2 = s->l2 ? *s->l2 : NULL;
-	if (!l2 || !l2_readable(l2) || !l2_contains(l2, ns, &pub->key))
-		return false;
 	pub->bounce_len = arena_slot_size(ns->block_bytes);
-	void *m = mmap(NULL, pub->bounce_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-		       -1, 0);
-	if (m == MAP_FAILED)
-		return false;
-	pub->bounce = m;
-	pub->rd.done = l2_read_back;
-	int rc = l2_read_begin(l2, ns, &pub->key, pub->rank, pub->bounce, pub->bounce_len,
-			       &pub->rd);
-	if (rc < 0) {
-		munmap(pub->bounce, pub->bounce_len);
-		pub->bounce = NULL;
-		return false;
-	}
-	if (rc == 1) { /* from a write buffer: the bytes are there */
-		COUNT(s, published_from_l2, 1);
-		publish_bytes(pub, ns, pub->bounce, pub->rd.length);
-	}
-	return true;
+	pub->rd = (struct tier_read){.cap = (uint32_t)pub->bounce_len, .target = read_back_target,
+				     .done = read_back};
+	return tiers_read_above(s->stack, &s->tier, ns, &pub->key, pub->rank, &pub->rd) == 0;
 }
 
 /* Takes the oldest pending part: publishes it on pub, or counts why not. */
@@ -321,21 +380,22 @@ static void publish_next(struct l3svc *s, struct l3svc_pub *pub)
 	if (l1_load_begin(s->l1, ns, &e.key, e.rank, &pub->ref) == 0) {
 		pub->pinned = true; /* the pin keeps the namespace too (it has an item) */
 		publish_bytes(pub, ns, pub->ref.data, pub->ref.length);
-	} else if (!publish_from_l2(s, pub, ns)) {
-		COUNT(s, publish_skipped, 1); /* evicted before its turn, and not in L2 */
+	} else if (!publish_from_above(s, pub, ns)) {
+		COUNT(s, publish_skipped, 1); /* evicted before its turn, and not held above */
 		pub_release(pub);
 	}
 }
 
 /* After each round of the loop: publish what waits while slots are free, then submit. */
-static void pump(struct loop_hook *hook)
+static int submit(struct tier *t)
 {
-	struct l3svc *s = (struct l3svc *)((char *)hook - offsetof(struct l3svc, submit_hook));
+	struct l3svc *s = of(t);
 	for (uint32_t i = 0; i < s->npubs && s->pending_count; i++)
 		if (!s->pubs[i].busy)
 			publish_next(s, &s->pubs[i]);
 	SET(s, publish_queued, s->pending_count);
 	l3_submit(&s->l3);
+	return -1;
 }
 
 static void on_ring(struct loop_source *src, uint32_t events)
@@ -378,10 +438,11 @@ static int open_parts(struct l3svc *s, const struct kvtd_config *cfg)
 }
 
 int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
-	       struct ns_registry *namespaces, struct loop *loop)
+	       struct tiers *stack, struct ns_registry *namespaces, struct loop *loop)
 {
 	char why[640];
-	*s = (struct l3svc){.loop = loop, .l1 = l1, .namespaces = namespaces};
+	*s = (struct l3svc){.tier = l3_tier, .loop = loop, .l1 = l1, .stack = stack,
+			    .namespaces = namespaces};
 	s->seen_src.fd = -1;
 	pthread_mutex_init(&s->seen_lock, NULL);
 	/* A test hook (docs/development.md): a file system whose waits the kernel cannot cancel. */
@@ -417,12 +478,14 @@ int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
 		log_error("l3: event loop: %s", strerror(err ? -err : errno));
 		return err ? err : -errno;
 	}
-	s->submit_hook.run = pump;
-	loop_add_hook(loop, &s->submit_hook);
 	struct l3scan_limits limits = {.cap = cfg->l3_size, .ns_quota = cfg->namespace_l3_quota,
 				       .interval_ms = (uint32_t)cfg->l3_scan_ms};
 	if ((err = l3scan_start(&s->scan, s->l3.root, &limits, walk_seen, s))) {
 		log_error("l3: cannot start the keeper thread: %s", strerror(-err));
+		return err;
+	}
+	if ((err = tiers_add(stack, &s->tier))) {
+		log_error("l3: cannot join the tier stack: %s", kvt_strerror(err));
 		return err;
 	}
 	log_info("l3: %s (node %s), cap %s, namespace quota %s, walked every %u ms", s->l3.root,
@@ -431,8 +494,9 @@ int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
 	return 0;
 }
 
-void l3svc_close(struct l3svc *s)
+static void close_tier(struct tier *t)
 {
+	struct l3svc *s = of(t);
 	if (!s->open)
 		return;
 	l3scan_stop(&s->scan);
@@ -441,8 +505,6 @@ void l3svc_close(struct l3svc *s)
 		offload_close(&s->offload);
 	}
 	l3_close(&s->l3); /* publishes in flight finish: their L1 pins are released */
-	if (s->submit_hook.run)
-		loop_remove_hook(s->loop, &s->submit_hook);
 	loop_del_timer(s->loop, &s->probe_timer);
 	loop_del(s->loop, &s->ring_src);
 	if (s->seen_src.fd >= 0) {
@@ -464,17 +526,47 @@ void l3svc_close(struct l3svc *s)
 static const struct stat_def l3svc_stat_defs[] = {L3SVC_STATS(STAT_DEF)};
 #undef STAT_LIVE
 
-void l3svc_ns_usage(struct l3svc *s, const struct kvt_ns *ns, uint64_t *files, uint64_t *bytes,
-		    uint64_t *quota)
+/* What ns holds in L3 (every node's files, the keeper's last walk) and its quota. */
+static void ns_usage(struct tier *t, const struct kvt_ns *ns, struct tier_usage *out)
 {
-	l3scan_ns_usage(&s->scan, ns->digest, files, bytes);
-	*quota = s->scan.ns_quota;
+	struct l3svc *s = of(t);
+	l3scan_ns_usage(&s->scan, ns->digest, &out->items, &out->bytes);
+	out->quota = s->scan.ns_quota;
 }
 
-void l3svc_stats_visit(const struct l3svc *s, stat_visit_fn fn, void *ctx)
+static void summary(const struct tier *t, struct tier_summary *out)
 {
+	const struct l3svc *s = of(t);
+	struct l3_stats_snapshot e;
+	struct l3scan_stats_snapshot k;
+	l3_stats_read(&s->l3, &e);
+	l3scan_stats_read(&s->scan, &k);
+	*out = (struct tier_summary){
+		.state = l3_state(&s->l3), .degraded = atomic_load(&s->l3.stats.degraded),
+		.path = s->l3.root, .reason = l3_fault_reason(&s->l3),
+		.capacity_bytes = k.capacity_bytes, .used_bytes = k.used_bytes, .items = k.items,
+		.hits = e.reads, .misses = e.read_misses + e.read_failures,
+		.evictions = k.files_removed};
+}
+
+/* Every L3 stat (engine, keeper, service). */
+static void stats_visit_tier(const struct tier *t, stat_visit_fn fn, void *ctx)
+{
+	const struct l3svc *s = of(t);
 	l3_stats_visit(&s->l3, fn, ctx);
 	l3scan_stats_visit(&s->scan, fn, ctx);
 	stats_visit(l3svc_stat_defs, sizeof(l3svc_stat_defs) / sizeof(l3svc_stat_defs[0]),
 		    &s->stats, fn, ctx);
 }
+
+static const struct tier_ops l3_ops = {
+	.contains = contains, .readable = readable, .read_begin = read_begin, .stored = stored,
+	.ns_usage = ns_usage, .submit = submit, .summary = summary,
+	.stats_visit = stats_visit_tier, .close = close_tier,
+};
+
+static const struct tier l3_tier = {
+	.ops = &l3_ops, .name = "l3", .wire = KVT_TIER_L3, .unit = "files",
+	.usage_help = "L3 bytes a namespace holds, every node's files, at the last walk.",
+	.quota_help = "A namespace's L3 quota, namespace-l3-quota (0: none).",
+};

@@ -1,14 +1,16 @@
 /*
- * l3svc.h — runs the L3 tier inside kvtierd: opens the engine (l3.h) and
- * the keeper (l3scan.h) from the settings; publishes stored parts in the
- * background (never on the STORE path: a STORE's commit only queues the
- * part, and a hook after each round of the loop publishes from the pinned
- * L1 slot, l3-queue-depth at a time, or, for a part gone from L1 before its
- * turn, from L2 read back into a bounce buffer); answers the data plane's lookups from
- * what it knows is in L3 (the keeper's last walk, plus what this node
+ * l3svc.h — the L3 tier inside kvtierd, everything about it in one glue
+ * file: opens the engine (l3.h) and the keeper (l3scan.h) from the
+ * settings and registers L3 with the tier stack (tiers.h) as a
+ * write-through tier. It publishes stored parts in the background (never
+ * on the STORE path: the stored op only queues the part, and the submit op,
+ * after each round of the loop, publishes from the pinned L1 slot,
+ * l3-queue-depth at a time, or, for a part gone from L1 before its turn,
+ * from a tier above it read back into a bounce buffer); answers lookups
+ * from what it knows is in L3 (the keeper's last walk, plus what this node
  * published or read since); probes a degraded L3 once a second.
  *
- * Owner: the event loop thread; l3svc_state and the stats from any thread.
+ * Owner: the event loop thread; the tier's summary and stats from any thread.
  */
 #ifndef KVTD_L3SVC_H
 #define KVTD_L3SVC_H
@@ -25,6 +27,8 @@
 #include "loop.h"
 #include "ns.h"
 #include "settings.h"
+#include "tier.h"
+#include "tiers.h"
 
 #define L3SVC_STATS(X) \
 	X(publish_skipped, COUNTER, "kvtier_l3_publishes_total", "result=\"skipped\"", \
@@ -49,6 +53,7 @@ struct l3svc_pending {            /* a stored part waiting to be published */
 };
 
 struct l3svc {
+	struct tier tier;              /* what the stack sees */
 	struct l3 l3;
 	struct l3scan scan;
 	bool open;
@@ -58,10 +63,9 @@ struct l3svc {
 	struct offload offload;        /* the parts' checksums (l3.h) */
 	struct loop_source hashed_src; /* the offload's eventfd */
 	bool offload_open;
-	struct loop_hook submit_hook;
 	struct loop_timer probe_timer;
 	struct l1 *l1;
-	struct l2 **l2;                /* the data plane's (NULL until L2 serves); set by main */
+	struct tiers *stack;           /* parts gone from L1 are read back from the tiers above */
 	struct ns_registry *namespaces;
 	struct l3svc_pending *pending; /* a ring of pending_cap */
 	uint32_t pending_head, pending_count, pending_cap;
@@ -75,24 +79,12 @@ struct l3svc {
 	struct l3svc_stats stats;
 };
 
-/* Opens L3 as cfg says (l3-path set). 0, or -errno with the reason logged. */
+/*
+ * Opens L3 as cfg says (l3-path set) and registers it with stack, below the
+ * tiers there are. 0, or -errno with the reason logged. The stack closes
+ * it (its close op: what is in flight finishes, the keeper stops).
+ */
 int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
-	       struct ns_registry *namespaces, struct loop *loop);
-/* Finishes what is in flight (the data plane closed first), stops the keeper. */
-void l3svc_close(struct l3svc *s);
-
-/* tiering.h's hooks: a STORE committed a part; whether every part of a key is known in L3. */
-void l3svc_stored(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key, uint16_t rank);
-bool l3svc_contains(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key);
-/* A part read from L3 (known from now on). */
-void l3svc_read_one(struct l3svc *s, const struct kvt_ns *ns, const struct kvt_key *key,
-		    uint16_t rank);
-
-/* What ns holds in L3 (every node's files, the keeper's last walk) and its quota. Any thread. */
-void l3svc_ns_usage(struct l3svc *s, const struct kvt_ns *ns, uint64_t *files, uint64_t *bytes,
-		    uint64_t *quota);
-
-/* Every L3 stat (engine, keeper, service) for /metrics and /v1/stats. */
-void l3svc_stats_visit(const struct l3svc *s, stat_visit_fn fn, void *ctx);
+	       struct tiers *stack, struct ns_registry *namespaces, struct loop *loop);
 
 #endif

@@ -46,11 +46,12 @@ struct kvtd {
 	int argc;
 	char **argv;
 	struct l1 l1;
+	struct tiers tiers;          /* L1 and the lower tiers, in settings order */
 	struct l2svc l2;
 	struct l3svc l3;
 	struct ns_registry namespaces;
 	struct copy_engine copy, gpu_copy;
-	bool copy_open, gpu_copy_open, dp_open;
+	bool copy_open, gpu_copy_open, tiers_open, dp_open;
 	bool l1_pinned;
 	struct dp dp;
 	struct http_ctx http_ctx;
@@ -309,7 +310,9 @@ static int open_dataplane(struct kvtd *d)
 		.namespace_l2_quota = d->cfg.namespace_l2_quota,
 	};
 	char why[512];
-	err = dp_open(&d->dp, &dc, &d->loop, &d->l1, &d->namespaces, &d->copy,
+	tiers_init(&d->tiers, &d->l1, &d->loop);
+	d->tiers_open = true;
+	err = dp_open(&d->dp, &dc, &d->loop, &d->l1, &d->tiers, &d->namespaces, &d->copy,
 		     d->gpu_copy_open ? &d->gpu_copy : NULL, why, sizeof(why));
 	if (err) {
 		log_error("data plane: %s", why);
@@ -390,9 +393,8 @@ static void close_all(struct kvtd *d)
 	free(d->admin_token);
 	if (d->dp_open)
 		dp_close(&d->dp);
-	l2svc_flush(&d->l2, (uint32_t)d->cfg.stop_flush_ms);
-	l2svc_close(&d->l2);
-	l3svc_close(&d->l3);
+	if (d->tiers_open)
+		tiers_close(&d->tiers, (uint32_t)d->cfg.stop_flush_ms);
 	if (d->copy_open)
 		copy_engine_destroy(&d->copy);
 	if (d->gpu_copy_open)
@@ -468,19 +470,18 @@ int main(int argc, char **argv)
 	}
 	d.calls_open = true;
 	char why[256];
+	/* The stack's order is this order: L2, then L3. */
+	if (d.cfg.l2_path &&
+	    l2svc_open(&d.l2, &d.cfg, &d.l1, &d.tiers, &d.loop, announce_ready, &d))
+		goto out;
+	if (d.cfg.l3_path && l3svc_open(&d.l3, &d.cfg, &d.l1, &d.tiers, &d.namespaces, &d.loop))
+		goto out;
 	d.http_ctx.l1 = &d.l1;
-	d.http_ctx.l2 = d.cfg.l2_path ? &d.l2 : NULL;
-	if (d.cfg.l3_path) {
-		if (l3svc_open(&d.l3, &d.cfg, &d.l1, &d.namespaces, &d.loop))
-			goto out;
-		d.dp.tiering.l3 = &d.l3;
-		d.l3.l2 = &d.dp.tiering.l2;
-		d.http_ctx.l3 = &d.l3;
-	}
+	d.http_ctx.tiers = &d.tiers;
 	d.http_ctx.dp = &d.dp;
 	d.http_ctx.namespaces = &d.namespaces;
 	d.http_ctx.calls = &d.calls;
-	d.policy = (struct policy){&d.l1, &d.dp, d.cfg.l2_path ? &d.l2 : NULL};
+	d.policy = (struct policy){&d.l1, &d.dp, &d.tiers};
 	d.http_ctx.policy = &d.policy;
 	d.http_ctx.admin_token = d.admin_token;
 	d.http_ctx.web_dir = webui_find_dir(d.cfg.web_dir);
@@ -493,12 +494,8 @@ int main(int argc, char **argv)
 		log_error("http %s: %s", d.cfg.http_listen, why);
 		goto out;
 	}
-	if (d.cfg.l2_path) {
-		if (l2svc_open(&d.l2, &d.cfg, &d.l1, &d.dp, &d.loop, announce_ready, &d))
-			goto out;
-	} else {
+	if (!d.cfg.l2_path) /* else once L2's index is rebuilt */
 		announce_ready(&d);
-	}
 	rc = loop_run(&d.loop) ? 1 : 0;
 out:
 	close_all(&d);

@@ -12,13 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dataplane.h"
+#include "dp.h"
 #include "gpu.h"
 #include "kvtier/kvtier.h"
 #include "l1.h"
-#include "l2.h"
-#include "l3svc.h"
 #include "metrics.h"
+#include "tiers.h"
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
@@ -85,15 +84,13 @@ static void render_table_samples(FILE *f, const struct table_samples *t)
 	}
 }
 
-static void render_tables(FILE *f, const struct l1 *l1, const struct l2 *l2,
-			  const struct l3svc *l3, const struct dp *dp)
+static void render_tables(FILE *f, const struct l1 *l1, const struct tiers *tiers,
+			  const struct dp *dp)
 {
 	struct table_samples t = {.n = 0};
 	l1_stats_visit(l1, gather, &t);
-	if (l2)
-		l2_stats_visit(l2, gather, &t);
-	if (l3)
-		l3svc_stats_visit(l3, gather, &t);
+	for (unsigned i = 0; i < tiers->nlower; i++)
+		tiers_stats_visit(tiers->lower[i], gather, &t);
 	dp_totals_visit(&dp->stats, gather, &t);
 	dp_rejects_visit(&dp->stats, gather, &t);
 	gpu_stats_visit(gather, &t);
@@ -179,7 +176,7 @@ static void ns_family(FILE *f, const char *name, const char *type, const char *h
 	}
 }
 
-static void render_namespaces(FILE *f, bool have_l2, bool have_l3, const struct metrics_ns *ns,
+static void render_namespaces(FILE *f, const struct tiers *tiers, const struct metrics_ns *ns,
 			      uint32_t nns)
 {
 #define NS_FIELD(field) offsetof(struct metrics_ns, field)
@@ -190,20 +187,14 @@ static void render_namespaces(FILE *f, bool have_l2, bool have_l3, const struct 
 	ns_family(f, "kvtier_namespace_l1_quota_evictions_total", "counter",
 		  "Blocks a namespace evicted to stay within its L1 quota.", ns, nns,
 		  NS_FIELD(l1_quota_evictions));
-	if (have_l2) {
-		ns_family(f, "kvtier_namespace_l2_bytes", "gauge",
-			  "L2 bytes a namespace holds (records, headers included).", ns, nns,
-			  NS_FIELD(l2_bytes));
-		ns_family(f, "kvtier_namespace_l2_quota_bytes", "gauge",
-			  "A namespace's L2 quota (0: none).", ns, nns, NS_FIELD(l2_quota));
-	}
-	if (have_l3) {
-		ns_family(f, "kvtier_namespace_l3_bytes", "gauge",
-			  "L3 bytes a namespace holds, every node's files, at the last walk.", ns, nns,
-			  NS_FIELD(l3_bytes));
-		ns_family(f, "kvtier_namespace_l3_quota_bytes", "gauge",
-			  "A namespace's L3 quota, namespace-l3-quota (0: none).", ns, nns,
-			  NS_FIELD(l3_quota));
+	for (unsigned t = 0; t < tiers->nlower; t++) {
+		const struct tier *tier = tiers->lower[t];
+		size_t at = NS_FIELD(lower) + t * sizeof(ns->lower[0]);
+		char name[64];
+		snprintf(name, sizeof(name), "kvtier_namespace_%s_bytes", tier->name);
+		ns_family(f, name, "gauge", tier->usage_help, ns, nns, at + offsetof(struct tier_usage, bytes));
+		snprintf(name, sizeof(name), "kvtier_namespace_%s_quota_bytes", tier->name);
+		ns_family(f, name, "gauge", tier->quota_help, ns, nns, at + offsetof(struct tier_usage, quota));
 	}
 #undef NS_FIELD
 }
@@ -214,8 +205,8 @@ static void render_gpu(FILE *f)
 	    (uint64_t)gpu_device_count());
 }
 
-char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct l3svc *l3,
-		     const struct dp *dp, const struct metrics_ns *ns, uint32_t nns, size_t *len)
+char *metrics_render(const struct l1 *l1, const struct tiers *tiers, const struct dp *dp,
+		     const struct metrics_ns *ns, uint32_t nns, size_t *len)
 {
 	char *buf = NULL;
 	FILE *f = open_memstream(&buf, len);
@@ -225,9 +216,9 @@ char *metrics_render(const struct l1 *l1, const struct l2 *l2, const struct l3sv
 	fprintf(f, "kvtier_build_info{version=\"%s\",cuda=\"%s\"} 1\n", kvt_version(),
 		gpu_built_in() ? "yes" : "no");
 	one(f, "kvtier_up", "gauge", "1 while the daemon serves.", 1);
-	render_tables(f, l1, l2, l3, dp);
+	render_tables(f, l1, tiers, dp);
 	render_dp(f, dp);
-	render_namespaces(f, l2 != NULL, l3 != NULL, ns, nns);
+	render_namespaces(f, tiers, ns, nns);
 	render_gpu(f);
 	if (fclose(f)) {
 		free(buf);

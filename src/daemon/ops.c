@@ -218,8 +218,8 @@ static int op_lookup(struct dp_conn *c, const struct wire_hdr *h, const uint8_t 
 	uint8_t *tiers = out + REPLY_LOOKUP_HEAD_BYTES;
 	uint32_t hits;
 	uint64_t lease = 0;
-	err = l1_lookup(dp->l1, c->ns, lk.keys, lk.nkeys, tiers, lease_ms, kvt_now_ms(), &hits,
-			&lease);
+	err = tiers_lookup(dp->tiering.stack, c->ns, lk.keys, lk.nkeys, tiers, lease_ms, kvt_now_ms(),
+			   &hits, &lease);
 	if (err == -ENOSPC)
 		REJECT(dp, lease_limit);
 	else if (err) { /* no memory for the lease list: answer "nothing found" */
@@ -228,10 +228,9 @@ static int op_lookup(struct dp_conn *c, const struct wire_hdr *h, const uint8_t 
 	}
 	if (lease)
 		session_add_lease(c->session, lease);
-	for (; !err && dp->tiering.l3 && hits < lk.nkeys &&
-	       l3svc_contains(dp->tiering.l3, c->ns, &lk.keys[hits]); hits++)
-		/* The prefix goes on in L3; a client older than L3 is told 2 (protocol.h). */
-		tiers[hits] = c->reads_tier3 ? KVT_TIER_L3 : KVT_TIER_L2;
+	for (uint32_t i = 0; !c->reads_tier3 && i < hits; i++)
+		if (tiers[i] > KVT_TIER_L2) /* a client older than L3 is told 2 (protocol.h) */
+			tiers[i] = KVT_TIER_L2;
 	reply_encode_lookup_head(out, hits, lk.nkeys, lease);
 	return 0;
 }

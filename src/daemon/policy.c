@@ -3,16 +3,16 @@
 
 #include <errno.h>
 
-#include "dataplane.h"
+#include "dp.h"
 #include "l1.h"
-#include "l2svc.h"
 #include "policy.h"
 #include "settings.h"
+#include "tiers.h"
 
 void policy_read(const struct policy *p, struct policy_values *out)
 {
 	*out = (struct policy_values){
-		.evict = p->dp->tiering.evict, .high = p->l1->high_watermark,
+		.evict = p->tiers->evict, .high = p->l1->high_watermark,
 		.low = p->l1->low_watermark, .lease_max_ms = p->l1->max_lease_ms,
 		.lease_default_ms = p->dp->lease_default_ms,
 		.store_wait_ms = p->dp->tiering.store_wait_ms, .log_level = kvt_log_get_level(),
@@ -21,11 +21,10 @@ void policy_read(const struct policy *p, struct policy_values *out)
 
 /* --- one apply function per live setting --- */
 
-/* The mode moves with L2: without L2 serving, it stays as it is (policy_apply refuses a change). */
+/* The mode moves with the victim tier: while none serves, it stays (policy_apply refuses a change). */
 static int apply_mode(struct policy *p, const struct policy_values *v)
 {
-	if (p->l2 && p->l2->started)
-		l2svc_set_evict(p->l2, v->evict);
+	(void)tiers_set_evict(p->tiers, v->evict); /* -EAGAIN: nothing to move */
 	return 0;
 }
 
@@ -68,8 +67,7 @@ static int (*const setters[])(struct policy *p, const struct policy_values *v) =
 int policy_apply(struct policy *p, const struct policy_values *next)
 {
 	/* The refusals first, so that a refused change leaves everything as it was. */
-	bool l2_serving = p->l2 && p->l2->started;
-	if (next->evict != p->dp->tiering.evict && !l2_serving)
+	if (next->evict != p->tiers->evict && !tiers_victim_serves(p->tiers))
 		return -EAGAIN;
 	if (kvtd_check_rules(next->high, next->low, next->lease_default_ms, next->lease_max_ms) !=
 	    KVTD_RULES_HOLD)

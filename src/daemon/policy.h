@@ -21,11 +21,11 @@
 
 struct l1;
 struct dp;
-struct l2svc;
+struct tiers;
 struct kvtd_config;
 
 struct policy_values {
-	bool evict;                /* mode evict (L1 victims to L2, misses read from it); else l1-only */
+	bool evict;                /* mode evict (L1 victims to the victim tier, misses read from it); else l1-only */
 	double high, low;          /* L1 watermarks */
 	uint32_t lease_max_ms;
 	uint32_t lease_default_ms;
@@ -33,19 +33,19 @@ struct policy_values {
 	enum kvt_log_level log_level;
 };
 
-/* What a policy acts on; l2 NULL without L2. */
+/* What a policy acts on. */
 struct policy {
 	struct l1 *l1;
 	struct dp *dp;
-	struct l2svc *l2;
+	struct tiers *tiers;
 };
 
 void policy_read(const struct policy *p, struct policy_values *out);
 /*
  * Applies what differs between next and what runs, each through its apply
  * function. 0; -EINVAL when a cross-field rule fails (kvtd_check_rules); -EAGAIN for a
- * change of mode while L2 is not serving (rebuilding its index, or failed
- * to): nothing is applied on an error.
+ * change of mode while no victim tier serves (none, or L2 rebuilding its
+ * index, or failed to): nothing is applied on an error.
  */
 int policy_apply(struct policy *p, const struct policy_values *next);
 /* The live keys of cfg (reread by SIGHUP) over cur: the mode is not a key and stays. */

@@ -28,15 +28,9 @@ static void block_fail(struct tier_block *b, int32_t status)
 	b->status = status;
 }
 
-/* --- read-through from L2 --- */
+/* --- read-through from the lower tiers --- */
 
-/* Whether LOADs go to L2 for blocks L1 misses: evict mode, L2 ready (failed or not: reads verify). */
-static bool read_through_on(const struct tiering *t)
-{
-	return t->l2 && t->evict && l2_readable(t->l2);
-}
-
-/* The copies are all queued once the last L2 read or wait is over: seal the batch. */
+/* The copies are all queued once the last lower read or wait is over: seal the batch. */
 static void block_settled(struct tier_xfer *x)
 {
 	if (--x->pending == 0)
@@ -51,116 +45,56 @@ static void target_give_back(struct tiering *t, bool promoting, struct l1_ref *r
 	free(bounce);
 }
 
-/* Gives back what an L2 or L3 read held, and fails its block with status. */
-static void read_undo(struct tiering *t, struct tier_block *b, int32_t status)
-{
-	target_give_back(t, b->state == TIER_BLOCK_PROMOTING, &b->ref, b->bounce);
-	b->bounce = NULL;
-	block_fail(b, status);
-}
-
-/* An L2 or L3 read of length bytes is back: its block's copy to staging starts now. */
-static void read_arrived(struct tier_xfer *x, struct tier_block *b, uint32_t length)
-{
-	b->length = length;
-	const uint8_t *from = b->state == TIER_BLOCK_PROMOTING ? b->ref.data : b->bounce;
-	copy_add(x->engine, &x->batch, b->staging, from, b->length);
-}
-
-static void on_l2_read(struct l2_read *rd, int status)
-{
-	struct tier_block *b = (struct tier_block *)((char *)rd - offsetof(struct tier_block, rd));
-	struct tier_xfer *x = b->xfer;
-	if (status) /* an I/O error or a checksum failure: a miss, counted by L2 */
-		read_undo(x->tiering, b, -ENOENT);
-	else
-		read_arrived(x, b, b->rd.length);
-	block_settled(x);
-}
-
 /* Where a read's bytes go: a new L1 slot (promotion), else a bounce buffer; NULL: neither. */
 static uint8_t *read_target(struct tiering *t, struct tier_block *b, uint32_t len)
 {
-	b->status = 0;
 	if (l1_store_begin(t->l1, b->ns, &b->key, b->rank, len, 0, &b->ref) == 0) {
 		b->state = TIER_BLOCK_PROMOTING;
 		return b->ref.data;
 	}
-	if (posix_memalign((void **)&b->bounce, ARENA_SLOT_ALIGN, arena_slot_size(b->ns->block_bytes))) {
-		b->status = -ENOENT;
+	if (posix_memalign((void **)&b->bounce, ARENA_SLOT_ALIGN, arena_slot_size(b->ns->block_bytes)))
 		return NULL;
-	}
 	b->state = TIER_BLOCK_BOUNCING;
 	return b->bounce;
 }
 
 /*
- * Reads a block L1 misses from L2. The target is a new L1 slot (the block
- * is promoted) or, when none can be had, a bounce buffer. Taking the slot
- * may evict L1 items, whose victims are written to L2 and may reclaim an L2
- * region: so L2 is asked for the part twice, for its length before the slot
- * is taken and for the read after, when it may be gone. False when L2 does
- * not hold the part (the block stays FAILED, -ENOENT).
+ * One block's read from a lower tier. It outlives its block when the tier
+ * abandons it (the LOAD answers without it): the target the kernel may
+ * still write then moves here, to be given back when the read is done, so
+ * that nothing else gets memory the kernel may still write.
  */
-static bool load_from_l2(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
-			 uint32_t room)
-{
-	const struct kvt_ns *ns = b->ns;
-	const struct kvt_key *key = &b->key;
-	uint16_t rank = b->rank;
-	int64_t len = l2_part_length(t->l2, ns, key, rank);
-	if (len < 0)
-		return false; /* L2 does not hold it: stays FAILED with -ENOENT */
-	if ((uint64_t)len > room) {
-		COUNT(t, rejected.out_of_range);
-		block_fail(b, -ERANGE);
-		return true;
-	}
-	uint64_t cap = arena_slot_size(ns->block_bytes);
-	uint8_t *dst = read_target(t, b, (uint32_t)len);
-	if (!dst)
-		return true;
-	b->rd.done = on_l2_read;
-	int rc = l2_read_begin(t->l2, ns, key, rank, dst, cap, &b->rd);
-	if (rc < 0)
-		read_undo(t, b, -ENOENT);
-	else if (rc == 1) /* from a write buffer, copied already */
-		read_arrived(x, b, b->rd.length);
-	else
-		x->pending++;
-	return true;
-}
-
-/* --- read-through from L3 --- */
-
-struct tier_l3_read {
-	struct l3_read rd;         /* first: the engine's callbacks get its address */
-	struct tier_block *b;      /* NULL once abandoned: the LOAD answered without it */
+struct lower_read {
+	struct tier_read rd;       /* first: the tier's callbacks get its address */
+	struct tier_block *b;      /* NULL once abandoned */
 	uint32_t room;             /* the LOAD's room in staging */
-	/* Abandoned: the target the kernel may still write, kept until done. */
-	struct tiering *t;
-	struct l1_ref ref;         /* a promotion's begun L1 store, or */
-	uint8_t *bounce;           /* a bounce buffer */
+	struct tiering *t;         /* abandoned: what it held */
+	struct l1_ref ref;
+	uint8_t *bounce;
 	bool promoting;
 };
 
-static uint8_t *l3_target(struct l3_read *rd, uint32_t length)
+/*
+ * The tier knows the part's length: a new L1 slot for it (taking one may
+ * evict L1 items, whose victims go to the victim tier) or a bounce buffer.
+ * A part longer than the LOAD's room is refused (-ERANGE, counted).
+ */
+static uint8_t *lower_target(struct tier_read *rd, uint32_t length)
 {
-	struct tier_l3_read *r = (struct tier_l3_read *)rd;
-	if (length > r->room)
-		return NULL; /* a miss: it does not fit what the client asked */
-	return read_target(r->b->xfer->tiering, r->b, length);
+	struct lower_read *r = (struct lower_read *)rd;
+	struct tier_block *b = r->b;
+	struct tiering *t = b->xfer->tiering;
+	if (length > r->room) {
+		COUNT(t, rejected.out_of_range);
+		b->status = -ERANGE;
+		return NULL;
+	}
+	return read_target(t, b, length);
 }
 
-/*
- * The kernel holds the read past its timeout (l3_abandon_stuck): the block
- * becomes a miss and its LOAD goes on; the read's target moves here, to be
- * given back when the kernel returns (on_l3_read), so nothing else gets
- * memory the kernel may still write.
- */
-static void on_l3_abandoned(struct l3_read *rd)
+static void on_lower_abandoned(struct tier_read *rd)
 {
-	struct tier_l3_read *r = (struct tier_l3_read *)rd;
+	struct lower_read *r = (struct lower_read *)rd;
 	struct tier_block *b = r->b;
 	struct tier_xfer *x = b->xfer;
 	r->t = x->tiering;
@@ -173,58 +107,59 @@ static void on_l3_abandoned(struct l3_read *rd)
 	block_settled(x);
 }
 
-static void on_l3_read(struct l3_read *rd, int status)
+static void on_lower_read(struct tier_read *rd, int status, uint32_t length)
 {
-	struct tier_l3_read *r = (struct tier_l3_read *)rd;
-	if (!r->b) { /* abandoned before: its target goes back now */
+	struct lower_read *r = (struct lower_read *)rd;
+	struct tier_block *b = r->b;
+	if (!b) { /* abandoned before: its target goes back now */
 		target_give_back(r->t, r->promoting, &r->ref, r->bounce);
 		free(r);
 		return;
 	}
-	struct tier_block *b = r->b;
+	free(r);
 	struct tier_xfer *x = b->xfer;
-	uint32_t length = rd->op.length;
-	free(rd); /* the tier_l3_read */
-	if (status) {
-		read_undo(x->tiering, b, -ENOENT);
+	if (status) { /* a miss, an I/O error or a failed check (counted by the tier) */
+		target_give_back(x->tiering, b->state == TIER_BLOCK_PROMOTING, &b->ref, b->bounce);
+		b->bounce = NULL;
+		block_fail(b, b->status ? b->status : -ENOENT);
 	} else {
-		read_arrived(x, b, length);
-		l3svc_read_one(x->tiering->l3, b->ns, &b->key, b->rank);
+		b->length = length;
+		const uint8_t *from = b->state == TIER_BLOCK_PROMOTING ? b->ref.data : b->bounce;
+		copy_add(x->engine, &x->batch, b->staging, from, b->length);
 	}
 	block_settled(x);
 }
 
-/* Reads a block L1 and L2 miss from L3; FAILED (-ENOENT) as it was when it cannot start. */
-static void load_from_l3(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
-			 uint32_t room)
+/* Reads a block L1 misses through the lower tiers; FAILED (-ENOENT) as it was when none holds it. */
+static void load_from_lower(struct tiering *t, struct tier_xfer *x, struct tier_block *b,
+			    uint32_t room)
 {
-	struct tier_l3_read *r = calloc(1, sizeof(*r));
+	struct lower_read *r = calloc(1, sizeof(*r));
 	if (!r)
 		return;
-	b->from_l3 = true;
-	r->b = b;
-	r->room = room;
-	r->rd.target = l3_target;
-	r->rd.abandoned = on_l3_abandoned;
-	r->rd.done = on_l3_read;
-	if (l3_read_begin(&t->l3->l3, b->ns, &b->key, b->rank,
-			  (uint32_t)arena_slot_size(b->ns->block_bytes), &r->rd)) {
+	*r = (struct lower_read){.rd = {.cap = (uint32_t)arena_slot_size(b->ns->block_bytes),
+					.target = lower_target, .done = on_lower_read,
+					.abandoned = on_lower_abandoned},
+				 .b = b, .room = room};
+	b->from = 0;
+	b->status = 0;
+	x->pending++; /* before: done may run inside read_begin */
+	if (tiers_read_begin(t->stack, &b->from, b->ns, &b->key, b->rank, &r->rd)) {
+		x->pending--;
 		free(r);
-		return;
+		block_fail(b, -ENOENT);
 	}
-	x->pending++;
 }
 
 /* --- issuing a block --- */
 
-/* Whether STOREs wait for the writer rather than evict a dirty item: evict mode, L2 writing. */
+/* Whether STOREs wait for the writer rather than evict a dirty item (the stack lets them). */
 static unsigned store_flags(const struct tiering *t)
 {
-	return t->l2 && t->evict && t->store_wait_ms && l2_writable(t->l2) ? L1_STORE_WAIT_DIRTY
-									    : 0;
+	return t->store_wait_ms && tiers_store_may_wait(t->stack) ? L1_STORE_WAIT_DIRTY : 0;
 }
 
-/* May evict L1 items (their victims to L2 in evict mode) to free a slot. */
+/* May evict L1 items (their victims to the victim tier in evict mode) to free a slot. */
 static int store_begin(struct tiering *t, struct tier_block *b, unsigned flags)
 {
 	return l1_store_begin(t->l1, b->ns, &b->key, b->rank, b->length, flags, &b->ref);
@@ -294,9 +229,9 @@ static bool wait_retry(struct tiering *t, uint64_t now_ms)
 	return true;
 }
 
-int tiering_background(struct tiering *t, uint64_t now_ms)
+int tiering_background(void *ctx, uint64_t now_ms)
 {
-	l1_write_behind(t->l1, UINT32_MAX);
+	struct tiering *t = ctx;
 	while (t->wait_head && wait_retry(t, now_ms))
 		;
 	if (!t->wait_head)
@@ -310,13 +245,12 @@ static void load_block(struct tiering *t, struct tier_xfer *x, struct tier_block
 		       uint32_t room)
 {
 	int err = l1_load_begin(t->l1, ns, key, rank, &b->ref);
-	if (err == -ENOENT && (read_through_on(t) || t->l3)) {
+	if (err == -ENOENT && t->stack->nlower) {
 		block_fail(b, -ENOENT);
 		b->ns = ns;
 		b->key = *key;
 		b->rank = rank;
-		if (!(read_through_on(t) && load_from_l2(t, x, b, room)) && t->l3)
-			load_from_l3(t, x, b, room);
+		load_from_lower(t, x, b, room);
 		return;
 	}
 	if (err) {
@@ -367,13 +301,7 @@ static void count_block(struct tiering *t, bool store, const struct tier_block *
 		return;
 	case TIER_BLOCK_PROMOTING:
 	case TIER_BLOCK_BOUNCING:
-		if (b->from_l3) {
-			COUNT(t, blocks_loaded_l3);
-		} else {
-			COUNT(t, blocks_loaded_l2);
-			if (b->state == TIER_BLOCK_PROMOTING)
-				COUNT(t, blocks_promoted);
-		}
+		tiers_count_loaded(t->stack, b->from, b->state == TIER_BLOCK_PROMOTING);
 		/* fall through */
 	case TIER_BLOCK_LOADING:
 		COUNT(t, blocks_loaded);
@@ -382,21 +310,20 @@ static void count_block(struct tiering *t, bool store, const struct tier_block *
 	}
 }
 
-/* A STORE that completed its item hands every part to L3's publisher. */
+/* A STORE that completed its item offers it to the write-through tiers. */
 static void store_committed(struct tiering *t, const struct tier_block *b, bool completed)
 {
-	if (!completed || !t->l3 || b->state != TIER_BLOCK_STORING)
-		return;
-	for (uint16_t r = 0; r < b->ns->tp_size; r++)
-		l3svc_stored(t->l3, b->ns, &b->key, r);
+	if (completed && b->state == TIER_BLOCK_STORING)
+		tiers_stored(t->stack, b->ns, &b->key);
 }
 
 /* Commits or unpins one block; a fault fails every block that was copied. */
 static void block_finish(struct tiering *t, bool store, struct tier_block *b, int32_t fault)
 {
 	bool written = b->state == TIER_BLOCK_STORING || b->state == TIER_BLOCK_PROMOTING;
-	/* L2 holds what it promoted; what L3 gave is L2's to take (dirty). */
-	b->ref.clean = b->state == TIER_BLOCK_PROMOTING && !b->from_l3;
+	/* The victim tier holds what it gave; what another tier gave is the victim tier's to take (dirty). */
+	b->ref.clean = b->state == TIER_BLOCK_PROMOTING &&
+		       t->stack->lower[b->from] == tiers_victim_tier(t->stack);
 	if (written && fault)
 		l1_store_abort(t->l1, &b->ref);
 	else if (written)

@@ -1,16 +1,16 @@
 /*
  * tiering.h — the tiered transfer of one STORE or LOAD: each block's way
- * between a staging buffer and the tiers. A STORE fills a new L1 slot; a
- * LOAD copies from L1, or, on an L1 miss in evict mode, reads the block from
- * L2 (read-through) into a new L1 slot it keeps (promotion) or, when no slot
- * can be had, into a bounce buffer (L1's victims go to L2 through
- * writer.h); a block L1 and L2 miss is read from L3 the same way (a dirty
- * item then: L2 gets it as write-behind does). A STORE that completes an
- * item queues its parts for L3 (l3svc.h publishes them in the background). In evict mode a STORE block whose slot would
- * evict a dirty L1 item (not yet written behind) waits for the writer, up
- * to store_wait_ms, in arrival order (tiering_background). The glue between the engines (l1.h, l2.h) and
- * the copy engine, as memcached's storage.c is: the engines know nothing of
- * each other or of clients, and this file knows no sockets or frames.
+ * between a staging buffer and the tier stack (tiers.h). A STORE fills a
+ * new L1 slot; a LOAD copies from L1, or, on an L1 miss, reads the block
+ * through the first lower tier that holds it (tiers_read_begin) into a new
+ * L1 slot it keeps (promotion) or, when no slot can be had, into a bounce
+ * buffer. What the victim tier gave is clean in L1; what another tier gave
+ * is dirty (the victim tier gets it as write-behind does). A STORE that
+ * completes an item offers it to the write-through tiers (tiers_stored). A
+ * STORE block whose slot would evict a dirty L1 item (not yet written
+ * behind) waits for the writer, up to store_wait_ms, in arrival order
+ * (tiering_background), while the stack lets STOREs wait. It knows no tier
+ * by name, and no sockets or frames.
  *
  * Owner: the event loop thread, for every call and callback.
  */
@@ -24,16 +24,15 @@
 #include "copy.h"
 #include "dp_stats.h"
 #include "l1.h"
-#include "l2.h"
-#include "l3svc.h"
+#include "tiers.h"
 
 /* Where a block of a transfer stands; set when it is issued, read when the copies are done. */
 enum tier_block_state {
 	TIER_BLOCK_FAILED,     /* status says why; nothing held */
 	TIER_BLOCK_STORING,    /* an L1 slot pinned, being filled from staging */
 	TIER_BLOCK_LOADING,    /* an L1 part pinned, being copied to staging */
-	TIER_BLOCK_PROMOTING,  /* an L1 slot pinned, filled by an L2 read, then copied to staging */
-	TIER_BLOCK_BOUNCING,   /* an L2 read into a bounce buffer, then copied to staging */
+	TIER_BLOCK_PROMOTING,  /* an L1 slot pinned, filled by a lower tier's read, then copied to staging */
+	TIER_BLOCK_BOUNCING,   /* a lower tier's read into a bounce buffer, then copied to staging */
 	TIER_BLOCK_WAITING,    /* a STORE waiting for the writer to clean L1's LRU end */
 };
 
@@ -46,11 +45,10 @@ struct tier_block {
 	uint32_t length;           /* bytes moved */
 	struct l1_ref ref;         /* STORING, LOADING, PROMOTING */
 	uint8_t *bounce;           /* BOUNCING */
-	uint8_t *staging;          /* where an L2 read's bytes go once read */
+	uint8_t *staging;          /* where a lower tier's read's bytes go once read */
 	struct tier_xfer *xfer;
-	struct l2_read rd;
-	bool from_l3;              /* PROMOTING or BOUNCING: read from L3, not L2 */
-	/* The part: a STORE's, kept for a retry while WAITING; a LOAD's read from L2 or L3. */
+	unsigned from;             /* PROMOTING or BOUNCING: the lower tier read (its index) */
+	/* The part: a STORE's, kept for a retry while WAITING; a LOAD's read from a lower tier. */
 	const struct kvt_ns *ns;
 	struct kvt_key key;
 	uint16_t rank;
@@ -64,7 +62,7 @@ struct tier_xfer {
 	struct tiering *tiering;
 	struct copy_engine *engine;
 	bool store;
-	uint32_t pending;          /* L2 reads and waiting STOREs, +1 until every block is issued */
+	uint32_t pending;          /* lower-tier reads and waiting STOREs, +1 until every block is issued */
 	uint32_t n;
 	struct tier_block *blocks;
 };
@@ -75,15 +73,12 @@ static inline struct tier_xfer *tier_xfer_of(struct copy_batch *b)
 }
 
 /*
- * The tiers a transfer may use. l2 is set once L2's index is rebuilt; evict
- * is the mode (policy.h): LOADs read L1 misses from L2 only in evict mode.
- * The data plane's counters of blocks moved (dp_stats.h) are kept here.
+ * The tiers a transfer uses (the stack), and the waiting STOREs. The data
+ * plane's counters of blocks moved (dp_stats.h) are kept here.
  */
 struct tiering {
 	struct l1 *l1;
-	struct l2 *l2;             /* NULL without L2, or until it serves */
-	struct l3svc *l3;          /* NULL without L3 */
-	bool evict;
+	struct tiers *stack;
 	uint32_t store_wait_ms;    /* a STORE's bound on waiting for the writer; 0: drop at once */
 	struct dp_stats *stats;
 	struct tier_block *wait_head, *wait_tail;  /* WAITING blocks, oldest first */
@@ -111,11 +106,12 @@ void tier_xfer_issued(struct tier_xfer *x);
 int32_t tier_xfer_finish(struct tiering *t, struct tier_xfer *x);
 
 /*
- * After each round of the loop: the writer hands dirty L1 items to L2 while
- * it has room, then waiting STOREs are retried, oldest first (past their
+ * After each round of the loop (the stack's between step, after L1's
+ * write-behind): waiting STOREs are retried, oldest first (past their
  * bound, they evict dirty items). Returns the ms until the oldest waiting
  * STORE's bound (the loop must look again by then), or -1 when none waits.
+ * ctx: the struct tiering.
  */
-int tiering_background(struct tiering *t, uint64_t now_ms);
+int tiering_background(void *ctx, uint64_t now_ms);
 
 #endif

@@ -22,7 +22,7 @@ for fam in kvtier_build_info kvtier_up kvtier_lookup_blocks_total kvtier_stored_
 	kvtier_clients_connected kvtier_lanes_connected kvtier_buffers_registered \
 	kvtier_op_duration_seconds kvtier_l2_io_errors_total kvtier_l2_checksum_failures_total \
 	kvtier_l2_victims_total kvtier_l2_direct_writes_total kvtier_l2_reads_total kvtier_l2_retries_total kvtier_l2_ready \
-	kvtier_l2_failed kvtier_blocks_loaded_l2_total kvtier_requests_rejected_total; do
+	kvtier_l2_failed kvtier_tier_blocks_loaded_total kvtier_requests_rejected_total; do
 	check "/metrics has HELP and TYPE for $fam" grep -q "^# TYPE $fam " "$TMP/metrics"
 done
 

@@ -190,7 +190,7 @@ static void test_churn_evict(void **state)
 		"--l1-low-watermark", "0.99", "--l2-path", l2_path, "--l2-size", "128MiB",
 		"--l2-region-size", "4MiB", NULL});
 	churn(d, 0);
-	assert_true(daemon_stat(d, "dataplane.blocks_loaded_l2") > 0); /* L2 reads were cut off */
+	assert_true(daemon_stat(d, "l2.blocks_loaded") > 0); /* L2 reads were cut off */
 	stop(d);
 	unlink(l2_path);
 	rmdir(l2_dir);

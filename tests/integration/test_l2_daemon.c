@@ -177,8 +177,8 @@ static void test_evict_round_trip(void **state)
 			assert_int_equal(tiers[0], 1);
 		}
 	}
-	assert_true(daemon_stat(d, "dataplane.blocks_loaded_l2") >= 48 - L1_BLOCKS);
-	assert_true(daemon_stat(d, "dataplane.blocks_promoted") >= 1);
+	assert_true(daemon_stat(d, "l2.blocks_loaded") >= 48 - L1_BLOCKS);
+	assert_true(daemon_stat(d, "l2.blocks_promoted") >= 1);
 	long long reads = daemon_stat(d, "l2.reads"), memory = daemon_stat(d, "l2.reads_from_memory");
 	assert_true(reads - memory >= 1); /* some came from the disk */
 	assert_int_equal(daemon_stat(d, "l2.checksum_failures"), 0);

@@ -135,11 +135,11 @@ def test_a_node_loads_what_another_published(make_daemon, shared):
     assert statuses == [0] * 8 and np.array_equal(got, data)
     s = b.stats()
     assert s["l3"]["reads"] == 8 and s["l3"]["bytes_read"] == 8 * BLOCK
-    assert s["dataplane"]["blocks_loaded_l3"] == 8
+    assert s["l3"]["blocks_loaded"] == 8
     # Promoted into B's L1: the next load reads no file.
     statuses, got = load(b, ks)
     assert statuses == [0] * 8 and np.array_equal(got, data)
-    assert l3(b)["reads"] == 8 and b.stats()["dataplane"]["blocks_loaded_l3"] == 8
+    assert l3(b)["reads"] == 8 and b.stats()["l3"]["blocks_loaded"] == 8
     tiers = {t["name"]: t for t in get(b, "/v1/tiers")["tiers"]}
     assert tiers["l3"]["state"] == "ready" and tiers["l3"]["hits"] == 8
     assert tiers["l3"]["items"] == 8 and tiers["l3"]["used_bytes"] == 8 * FILE

@@ -22,6 +22,7 @@ struct fixture {
 	struct kvt_ns *tp2;     /* TP 2, BLOCK bytes */
 	struct kvt_ns *big;     /* TP 1, 1 MiB */
 	struct l1 l1;
+	const struct l1_below *below;  /* what lookups ask below L1; NULL: nothing */
 	uint8_t buf[MiB];
 };
 
@@ -124,7 +125,8 @@ static uint32_t lookup(struct fixture *f, const struct kvt_ns *ns, const uint64_
 	uint64_t lease;
 	for (uint32_t i = 0; i < n; i++)
 		keys[i] = test_key(ids[i]);
-	assert_int_equal(l1_lookup(&f->l1, ns, keys, n, tiers ? tiers : t, 0, 0, &hits, &lease), 0);
+	assert_int_equal(
+		l1_lookup(&f->l1, ns, keys, n, tiers ? tiers : t, 0, 0, f->below, &hits, &lease), 0);
 	assert_int_equal(lease, 0);
 	return hits;
 }
@@ -292,6 +294,12 @@ static bool fake_contains(void *ctx, const struct kvt_ns *ns, const struct kvt_k
 	return memcmp(k.bytes, key->bytes, KVT_KEY_BYTES) == 0;
 }
 
+/* Below L1: the fake holds contains_key (as tier 2). */
+static uint8_t fake_held(void *ctx, const struct kvt_ns *ns, const struct kvt_key *key)
+{
+	return fake_contains(ctx, ns, key) ? KVT_TIER_L2 : KVT_TIER_NONE;
+}
+
 static bool fake_take(void *ctx, const struct l1_victim *v)
 {
 	struct lower_fake *lf = ctx;
@@ -316,14 +324,20 @@ L1_TEST(test_lower_tier_hooks)
 	assert_int_equal(lf.victims, 5);
 	assert_int_equal(lf.bytes_ok, 5);
 	assert_int_equal(stats(f).victims_to_lower, 5);
-	/* A chain through the lower tier: L1, L2, then a miss. */
-	uint64_t chain[3] = {100, 500, 501};
-	uint8_t tiers[3];
-	assert_int_equal(lookup(f, f->ns, chain, 3, tiers), 2);
+	/* A chain through what is below: L1, L2, L1 again, then a miss. */
+	struct l1_below below = {.held = fake_held, .ctx = &lf};
+	f->below = &below;
+	uint64_t chain[4] = {100, 500, 101, 501};
+	uint8_t tiers[4];
+	uint64_t hits = stats(f).lookup_hits, misses = stats(f).lookup_misses;
+	assert_int_equal(lookup(f, f->ns, chain, 4, tiers), 3);
 	assert_int_equal(tiers[0], KVT_TIER_L1);
 	assert_int_equal(tiers[1], KVT_TIER_L2);
-	assert_int_equal(tiers[2], KVT_TIER_NONE);
-	assert_int_equal(stats(f).lookup_lower_hits, 1);
+	assert_int_equal(tiers[2], KVT_TIER_L1);
+	assert_int_equal(tiers[3], KVT_TIER_NONE);
+	assert_int_equal(stats(f).lookup_hits, hits + 2); /* L1's own */
+	assert_int_equal(stats(f).lookup_misses, misses + 1);
+	f->below = NULL;
 	/* Incomplete items are never handed down. */
 	l1_evict(&f->l1, UINT64_MAX, L1_EVICT_ADMIN);
 	uint64_t before = lf.victims;
@@ -445,7 +459,7 @@ L1_TEST(test_leases)
 	uint32_t hits;
 	uint64_t lease;
 	/* Lease the first two (5 ms from t=100). */
-	assert_int_equal(l1_lookup(&f->l1, f->ns, keys, 2, tiers, 5, 100, &hits, &lease), 0);
+	assert_int_equal(l1_lookup(&f->l1, f->ns, keys, 2, tiers, 5, 100, NULL, &hits, &lease), 0);
 	assert_int_equal(hits, 2);
 	assert_int_not_equal(lease, 0);
 	assert_int_equal(stats(f).leases_active, 1);
@@ -480,17 +494,17 @@ L1_TEST(test_lease_release_cap_and_limit)
 	uint32_t hits;
 	uint64_t ids[4];
 	/* Capped at max_lease_ms (1000). */
-	assert_int_equal(l1_lookup(&f->l1, f->ns, &k, 1, tiers, 60000, 0, &hits, &ids[0]), 0);
+	assert_int_equal(l1_lookup(&f->l1, f->ns, &k, 1, tiers, 60000, 0, NULL, &hits, &ids[0]), 0);
 	assert_int_equal(l1_lease_next_expiry(&f->l1), 1000);
 	for (int i = 1; i < 4; i++)
-		assert_int_equal(l1_lookup(&f->l1, f->ns, &k, 1, tiers, 10, 0, &hits, &ids[i]), 0);
+		assert_int_equal(l1_lookup(&f->l1, f->ns, &k, 1, tiers, 10, 0, NULL, &hits, &ids[i]), 0);
 	/* The table holds four: the fifth is refused, the lookup still answered. */
 	uint64_t extra = 77;
-	assert_int_equal(l1_lookup(&f->l1, f->ns, &k, 1, tiers, 10, 0, &hits, &extra), -ENOSPC);
+	assert_int_equal(l1_lookup(&f->l1, f->ns, &k, 1, tiers, 10, 0, NULL, &hits, &extra), -ENOSPC);
 	assert_int_equal(hits, 1);
 	/* A miss leases nothing. */
 	uint64_t none = 77;
-	assert_int_equal(l1_lookup(&f->l1, f->ns, &missing, 1, tiers, 10, 0, &hits, &none), 0);
+	assert_int_equal(l1_lookup(&f->l1, f->ns, &missing, 1, tiers, 10, 0, NULL, &hits, &none), 0);
 	assert_int_equal(none, 0);
 	/* Sorted by expiry: the 10 ms ones go first. */
 	assert_int_equal(l1_lease_next_expiry(&f->l1), 10);
@@ -502,7 +516,7 @@ L1_TEST(test_lease_release_cap_and_limit)
 	assert_int_equal(stats(f).leases_released, 1);
 	/* A freed entry is reused under a new id: the old id stays dead. */
 	uint64_t again;
-	assert_int_equal(l1_lookup(&f->l1, f->ns, &k, 1, tiers, 10, 0, &hits, &again), 0);
+	assert_int_equal(l1_lookup(&f->l1, f->ns, &k, 1, tiers, 10, 0, NULL, &hits, &again), 0);
 	assert_int_not_equal(again, ids[1]);
 	assert_int_not_equal(again, ids[2]);
 	assert_int_not_equal(again, ids[3]);

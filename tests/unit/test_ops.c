@@ -25,6 +25,7 @@
 struct fixture {
 	struct loop loop;
 	struct l1 l1;
+	struct tiers stack;         /* L1 alone */
 	struct ns_registry namespaces;
 	struct copy_engine copy;
 	struct dp dp;
@@ -49,7 +50,8 @@ static struct fixture *fixture_new(void)
 			       .max_leases_per_client = 2, .lease_default_ms = 100,
 			       .max_namespaces_per_client = 2};
 	char why[256];
-	assert_int_equal(dp_open(&f->dp, &dc, &f->loop, &f->l1, &f->namespaces, &f->copy, NULL,
+	tiers_init(&f->stack, &f->l1, &f->loop);
+	assert_int_equal(dp_open(&f->dp, &dc, &f->loop, &f->l1, &f->stack, &f->namespaces, &f->copy, NULL,
 				 why, sizeof(why)), 0);
 	int sv[2];
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -63,6 +65,7 @@ static void fixture_free(struct fixture *f)
 {
 	close(f->peer);
 	dp_close(&f->dp);
+	tiers_close(&f->stack, 0);
 	copy_engine_destroy(&f->copy);
 	l1_destroy(&f->l1);
 	ns_registry_destroy(&f->namespaces);
