@@ -75,7 +75,8 @@ void tiers_close(struct tiers *s, uint32_t flush_ms)
 	for (unsigned i = 0; i < s->nlower; i++)
 		if (s->lower[i]->ops->flush)
 			s->lower[i]->ops->flush(s->lower[i], flush_ms);
-	for (unsigned i = s->nlower; i-- > 0;) {
+	/* Top down: a tier closing finishes its reads, whose bytes may go to a tier below it. */
+	for (unsigned i = 0; i < s->nlower; i++) {
 		struct tier *t = s->lower[i];
 		if (is_victim_tier(t))
 			l1_set_lower_tier(s->l1, NULL);

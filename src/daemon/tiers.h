@@ -45,7 +45,7 @@ struct tiers {
 void tiers_init(struct tiers *s, struct l1 *l1, struct loop *loop);
 /* Adds t below the tiers there are. 0; -ENOSPC past TIERS_MAX_LOWER; -EEXIST for a second victim tier. */
 int tiers_add(struct tiers *s, struct tier *t);
-/* Flushes (within flush_ms each) and closes every tier, bottom up; removes the hook. */
+/* Flushes (within flush_ms each) and closes every tier, top down; removes the hook. */
 void tiers_close(struct tiers *s, uint32_t flush_ms);
 
 struct tier *tiers_find(const struct tiers *s, const char *name);
