@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "l1.h"
+#include "lru.h"
 #include "owner_stats.h"
 
 /* Buckets made at start, at most; the index doubles past it. */
@@ -28,15 +29,18 @@ struct l1_part {
 };
 
 /*
- * An unpinned item is on two LRU lists, every item's and its namespace's, and
- * on a third, the dirty list, while it is complete and dirty.
+ * An unpinned item is in two eviction orders (evict_policy.h), every item's
+ * and its namespace's, and on the dirty list while it is complete and dirty
+ * (in the order it was last used). Handed down and not yet durable, it is
+ * on the writing list. The two lists are L1's own.
  */
-enum lru_list { LRU_ALL, LRU_NS, LRU_DIRTY, LRU_WRITING, LRU_LISTS };
+enum l1_order { ORDER_ALL, ORDER_NS, ORDERS };
+enum l1_list { LIST_DIRTY, LIST_WRITING, LISTS };
 
 /* Where a complete item stands with the lower tier. */
 enum item_write {
 	ITEM_DIRTY,     /* not handed down yet */
-	ITEM_WRITING,   /* handed down, not yet durable there (still dirty: on LRU_WRITING) */
+	ITEM_WRITING,   /* handed down, not yet durable there (still dirty: on LIST_WRITING) */
 	ITEM_CLEAN,     /* durable in the lower tier (or promoted from it) */
 	ITEM_REFUSED,   /* the lower tier would not take it: not retried */
 };
@@ -47,13 +51,14 @@ struct lru_links {
 
 struct l1_item {
 	struct index_entry entry;   /* first: the index hands back this pointer */
-	struct lru_links lru[LRU_LISTS];
+	struct evict_node order[ORDERS];
+	struct lru_links lru[LISTS];
 	const struct kvt_ns *ns;
 	uint32_t pins;
 	uint16_t nparts;
 	uint16_t nstored;
 	uint8_t write;              /* enum item_write, once complete */
-	bool on_dirty;              /* linked on LRU_DIRTY */
+	bool on_dirty;              /* linked on LIST_DIRTY */
 	bool write_pinned;          /* the lower tier writes from its slots: stays put, not evicted */
 	struct l1_part parts[];
 };
@@ -80,79 +85,101 @@ const char *l1_evict_reason_name(enum l1_evict_reason reason)
 }
 
 
-/* --- LRU: the unpinned items, most recent at the head --- */
+/* --- eviction orders (the policy's) and L1's own lists, of unpinned items --- */
 
-/* The ends of list `which` that it belongs on. */
-static struct l1_item **list_end(struct l1 *l1, struct l1_item *it, enum lru_list which,
-				 bool tail)
+/* The ends of list `which`. */
+static struct l1_item **list_end(struct l1 *l1, enum l1_list which, bool tail)
 {
-	if (which == LRU_ALL)
-		return tail ? &l1->lru_tail : &l1->lru_head;
-	if (which == LRU_DIRTY)
+	if (which == LIST_DIRTY)
 		return tail ? &l1->dirty_tail : &l1->dirty_head;
-	if (which == LRU_WRITING)
-		return tail ? &l1->writing_tail : &l1->writing_head;
-	struct kvt_ns *ns = (struct kvt_ns *)it->ns;
-	return tail ? &ns->l1_lru_tail : &ns->l1_lru_head;
+	return tail ? &l1->writing_tail : &l1->writing_head;
+}
+
+/* The order w of it: every item's, or its namespace's. */
+static struct evict_order *order_of(struct l1 *l1, const struct l1_item *it, enum l1_order w)
+{
+	return w == ORDER_ALL ? &l1->order : &((struct kvt_ns *)it->ns)->l1_order;
+}
+
+/* The item of a node of order w. */
+static struct l1_item *item_of(struct evict_node *n, enum l1_order w)
+{
+	return n ? (struct l1_item *)((char *)(n - w) - offsetof(struct l1_item, order)) : NULL;
 }
 
 static bool item_complete(const struct l1_item *it);
 
-static void list_unlink(struct l1 *l1, struct l1_item *it, enum lru_list w)
+static void list_unlink(struct l1 *l1, struct l1_item *it, enum l1_list w)
 {
 	struct lru_links *l = &it->lru[w];
 	if (l->prev)
 		l->prev->lru[w].next = l->next;
 	else
-		*list_end(l1, it, w, false) = l->next;
+		*list_end(l1, w, false) = l->next;
 	if (l->next)
 		l->next->lru[w].prev = l->prev;
 	else
-		*list_end(l1, it, w, true) = l->prev;
+		*list_end(l1, w, true) = l->prev;
 	l->prev = l->next = NULL;
 }
 
-static void list_push_head(struct l1 *l1, struct l1_item *it, enum lru_list w)
+static void list_push_head(struct l1 *l1, struct l1_item *it, enum l1_list w)
 {
-	struct l1_item **head = list_end(l1, it, w, false);
+	struct l1_item **head = list_end(l1, w, false);
 	it->lru[w] = (struct lru_links){NULL, *head};
 	if (*head)
 		(*head)->lru[w].prev = it;
 	else
-		*list_end(l1, it, w, true) = it;
+		*list_end(l1, w, true) = it;
 	*head = it;
 }
 
 static void dirty_unlink(struct l1 *l1, struct l1_item *it)
 {
 	if (it->on_dirty)
-		list_unlink(l1, it, LRU_DIRTY);
+		list_unlink(l1, it, LIST_DIRTY);
 	it->on_dirty = false;
 }
 
-static void lru_unlink(struct l1 *l1, struct l1_item *it)
+static void dirty_push_head(struct l1 *l1, struct l1_item *it)
 {
-	list_unlink(l1, it, LRU_ALL);
-	list_unlink(l1, it, LRU_NS);
-	dirty_unlink(l1, it);
-}
-
-static void lru_push_head(struct l1 *l1, struct l1_item *it)
-{
-	list_push_head(l1, it, LRU_ALL);
-	list_push_head(l1, it, LRU_NS);
 	if (item_complete(it) && it->write == ITEM_DIRTY) {
-		list_push_head(l1, it, LRU_DIRTY);
+		list_push_head(l1, it, LIST_DIRTY);
 		it->on_dirty = true;
 	}
 }
 
+/* It may not be evicted (pinned) or is gone. */
+static void lru_unlink(struct l1 *l1, struct l1_item *it)
+{
+	for (enum l1_order w = 0; w < ORDERS; w++) {
+		struct evict_order *o = order_of(l1, it, w);
+		o->ops->remove(o, &it->order[w]);
+	}
+	dirty_unlink(l1, it);
+}
+
+/* It may be evicted from now on. */
+static void lru_push_head(struct l1 *l1, struct l1_item *it)
+{
+	for (enum l1_order w = 0; w < ORDERS; w++) {
+		struct evict_order *o = order_of(l1, it, w);
+		o->ops->track(o, &it->order[w]);
+	}
+	dirty_push_head(l1, it);
+}
+
+/* It was used (a lookup hit). */
 static void lru_touch(struct l1 *l1, struct l1_item *it)
 {
-	if (it->pins == 0 && l1->lru_head != it) {
-		lru_unlink(l1, it);
-		lru_push_head(l1, it);
+	if (it->pins)
+		return;
+	for (enum l1_order w = 0; w < ORDERS; w++) {
+		struct evict_order *o = order_of(l1, it, w);
+		o->ops->touch(o, &it->order[w]);
 	}
+	dirty_unlink(l1, it);
+	dirty_push_head(l1, it);
 }
 
 /* --- items --- */
@@ -186,7 +213,7 @@ static void item_set_written(struct l1 *l1, struct l1_item *it, enum item_write 
 	STAT_SUB(l1, dirty_bytes, item_bytes(it));
 	dirty_unlink(l1, it);
 	if (it->write == ITEM_WRITING)
-		list_unlink(l1, it, LRU_WRITING);
+		list_unlink(l1, it, LIST_WRITING);
 	it->write = (uint8_t)w;
 }
 
@@ -195,16 +222,16 @@ static void item_set_writing(struct l1 *l1, struct l1_item *it)
 {
 	dirty_unlink(l1, it);
 	it->write = ITEM_WRITING;
-	list_push_head(l1, it, LRU_WRITING);
+	list_push_head(l1, it, LIST_WRITING);
 }
 
 /* A handed-down item the lower tier no longer holds: dirty again, written again. */
 static void item_set_dirty_again(struct l1 *l1, struct l1_item *it)
 {
-	list_unlink(l1, it, LRU_WRITING);
+	list_unlink(l1, it, LIST_WRITING);
 	it->write = ITEM_DIRTY;
 	if (it->pins == 0) {
-		list_push_head(l1, it, LRU_DIRTY);
+		list_push_head(l1, it, LIST_DIRTY);
 		it->on_dirty = true;
 	}
 }
@@ -373,17 +400,18 @@ static bool evict_needs_wait(const struct l1 *l1, const struct l1_item *it)
 }
 
 /*
- * The least recently used item on list w from tail on that may be evicted
- * now: one the lower tier writes from is stepped over (*skipped).
+ * The first candidate of order o (of kind w) that may be evicted now: one
+ * the lower tier writes from is stepped over (*skipped).
  */
-static struct l1_item *evictable(struct l1_item *tail, enum lru_list w, bool *skipped)
+static struct l1_item *evictable(const struct evict_order *o, enum l1_order w, bool *skipped)
 {
 	*skipped = false;
-	while (tail && tail->write_pinned) {
+	struct l1_item *it = item_of(o->ops->first(o), w);
+	while (it && it->write_pinned) {
 		*skipped = true;
-		tail = tail->lru[w].prev;
+		it = item_of(o->ops->next(o, &it->order[w]), w);
 	}
-	return tail;
+	return it;
 }
 
 /* Whether reclaiming region r would evict a dirty item. */
@@ -417,7 +445,7 @@ static void confirm_write(struct l1 *l1, struct l1_item *it)
 static void confirm_writes(struct l1 *l1)
 {
 	for (struct l1_item *it = l1->writing_tail, *prev; it; it = prev) {
-		prev = it->lru[LRU_WRITING].prev;
+		prev = it->lru[LIST_WRITING].prev;
 		if (!it->write_pinned)
 			confirm_write(l1, it);
 	}
@@ -476,7 +504,7 @@ uint64_t l1_evict(struct l1 *l1, uint64_t bytes, enum l1_evict_reason reason)
 	uint64_t freed = 0;
 	bool skipped;
 	struct l1_item *it;
-	while (freed < bytes && (it = evictable(l1->lru_tail, LRU_ALL, &skipped)) &&
+	while (freed < bytes && (it = evictable(&l1->order, ORDER_ALL, &skipped)) &&
 	       ((reason != L1_EVICT_WATERMARK && reason != L1_EVICT_ADMIN) || lower_has_room(l1)))
 		freed += item_evict(l1, it, reason);
 	return freed;
@@ -490,7 +518,7 @@ static int fit_quota(struct l1 *l1, struct kvt_ns *ns, uint64_t more)
 {
 	bool skipped;
 	while (ns->l1_quota && ns->l1_bytes + more > ns->l1_quota) {
-		struct l1_item *it = evictable(ns->l1_lru_tail, LRU_NS, &skipped);
+		struct l1_item *it = evictable(&ns->l1_order, ORDER_NS, &skipped);
 		if (!it)
 			return -KVT_EQUOTA;
 		item_evict(l1, it, L1_EVICT_QUOTA);
@@ -536,7 +564,7 @@ static int make_room(struct l1 *l1, struct arena_class *c, unsigned flags)
 		l1_evict(l1, used + c->slot_size - l1->low_bytes, L1_EVICT_WATERMARK);
 	while (!arena_can_alloc(&l1->arena, c)) {
 		bool skipped;
-		struct l1_item *victim = evictable(l1->lru_tail, LRU_ALL, &skipped);
+		struct l1_item *victim = evictable(&l1->order, ORDER_ALL, &skipped);
 		if (wait && skipped) { /* evicting a newer item would break LRU order */
 			STAT_ADD(l1, store_waits, 1);
 			return -EAGAIN;
@@ -590,6 +618,7 @@ int l1_init(struct l1 *l1, const struct l1_config *cfg)
 	uint64_t max_items = l1->arena.size / ARENA_SLOT_ALIGN;
 	err = index_init(&l1->index, max_items < L1_INDEX_MAX_PRESIZE ? max_items
 								  : L1_INDEX_MAX_PRESIZE);
+	evict_order_init(&l1->order, &lru_policy);
 	if (err)
 		goto fail;
 	l1->leases = calloc(cfg->max_leases, sizeof(*l1->leases));
@@ -640,6 +669,8 @@ int l1_ns_open(struct l1 *l1, struct kvt_ns *ns)
 	if (!c)
 		return err;
 	ns->l1_class = c;
+	if (!ns->l1_order.ops) /* opened once; a namespace is opened again by each HELLO */
+		evict_order_init(&ns->l1_order, l1->order.ops);
 	return 0;
 }
 
@@ -649,7 +680,7 @@ uint64_t l1_ns_drop(struct l1 *l1, const struct kvt_ns *ns, uint64_t *pinned)
 	bool skipped;
 	struct l1_item *it;
 	/* Every unpinned item of ns is on its list; none goes lower. */
-	while ((it = evictable(ns->l1_lru_tail, LRU_NS, &skipped)))
+	while ((it = evictable(&ns->l1_order, ORDER_NS, &skipped)))
 		freed += item_drop(l1, it, L1_EVICT_ADMIN);
 	*pinned = ns->l1_items;
 	return freed;
@@ -1020,17 +1051,17 @@ int l1_verify(const struct l1 *l1, const char **what)
 	}
 	VERIFY(write_pinned == l1->write_pinned_items && write_pinned_bytes == l1->write_pinned_bytes,
 	       "the count of items written from their slots is wrong");
-	const struct l1_item *prev = NULL;
-	for (const struct l1_item *it = l1->lru_head; it; prev = it, it = it->lru[LRU_ALL].next) {
-		VERIFY(it->pins == 0, "a pinned item is on the LRU list");
-		VERIFY(it->lru[LRU_ALL].prev == prev, "the LRU list is broken");
-		in_lru++;
+	const struct evict_order *o = &l1->order;
+	for (struct evict_node *n = o->ops->first(o); n; n = o->ops->next(o, n)) {
+		VERIFY(item_of(n, ORDER_ALL)->pins == 0, "a pinned item is in the eviction order");
+		VERIFY(++in_lru <= items, "the eviction order has a loop");
 	}
-	VERIFY(prev == l1->lru_tail, "the LRU tail is wrong");
+	VERIFY(in_lru == o->count, "the eviction order's count is wrong");
+	const struct l1_item *prev = NULL;
 	uint64_t on_dirty = 0;
 	prev = NULL;
-	for (const struct l1_item *it = l1->dirty_head; it; prev = it, it = it->lru[LRU_DIRTY].next) {
-		VERIFY(it->lru[LRU_DIRTY].prev == prev, "the dirty list is broken");
+	for (const struct l1_item *it = l1->dirty_head; it; prev = it, it = it->lru[LIST_DIRTY].next) {
+		VERIFY(it->lru[LIST_DIRTY].prev == prev, "the dirty list is broken");
 		on_dirty++;
 	}
 	VERIFY(prev == l1->dirty_tail, "the dirty list's tail is wrong");
@@ -1038,14 +1069,14 @@ int l1_verify(const struct l1 *l1, const char **what)
 	uint64_t on_writing = 0;
 	prev = NULL;
 	for (const struct l1_item *it = l1->writing_head; it;
-	     prev = it, it = it->lru[LRU_WRITING].next) {
+	     prev = it, it = it->lru[LIST_WRITING].next) {
 		VERIFY(it->write == ITEM_WRITING, "an item on the writing list is not being written");
-		VERIFY(it->lru[LRU_WRITING].prev == prev, "the writing list is broken");
+		VERIFY(it->lru[LIST_WRITING].prev == prev, "the writing list is broken");
 		on_writing++;
 	}
 	VERIFY(prev == l1->writing_tail, "the writing list's tail is wrong");
 	VERIFY(on_writing == writing, "the writing list misses items being written");
-	VERIFY(in_lru + pinned == items, "the LRU list misses unpinned items");
+	VERIFY(in_lru + pinned == items, "the eviction order misses unpinned items");
 	VERIFY(items == l1->index.count, "the index count is wrong");
 	VERIFY(slot_bytes == l1->arena.used_bytes, "used bytes differ from the slots held");
 	VERIFY(l1->arena.used_bytes <= l1->arena.size, "usage exceeds capacity");

@@ -4,6 +4,8 @@
  * between a high and a low watermark; pins and leases; prefix lookups; and
  * the counters of all of it.
  *
+ * The order of eviction is a policy's (evict_policy.h; LRU, lru.h).
+ *
  * A library with no sockets or threads of its own. Every call comes from one
  * owner thread; l1_stats_read() may be called from any thread at any time.
  * Time is passed in (now_ms, a monotonic clock), so leases are testable.
@@ -173,9 +175,8 @@ struct l1_lease;
 struct l1 {
 	struct arena arena;
 	struct index index;
-	struct l1_item *lru_head;  /* most recently used; unpinned items only */
-	struct l1_item *lru_tail;
-	struct l1_item *dirty_head;  /* the dirty unpinned items, in LRU order */
+	struct evict_order order;  /* the unpinned items, in the policy's order (evict_policy.h) */
+	struct l1_item *dirty_head;  /* the dirty unpinned items, most recently used first */
 	struct l1_item *dirty_tail;
 	struct l1_item *writing_head;  /* handed down, not yet durable: oldest at the tail */
 	struct l1_item *writing_tail;

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "evict_policy.h"
+
 #define KVT_NS_MODEL_MAX 255
 #define KVT_NS_SALT_MAX 255
 #define KVT_NS_MAX 1024
@@ -33,7 +35,7 @@ struct kvt_ns {
 	uint64_t l1_items;
 	uint64_t l1_bytes;
 	uint64_t l1_quota_evictions;
-	struct l1_item *l1_lru_head, *l1_lru_tail;  /* its unpinned items, most recent first */
+	struct evict_order l1_order;  /* its unpinned items, in L1's policy's order (l1_ns_open) */
 	/* The data plane's (dataplane.c). */
 	uint32_t dp_conns;          /* connections bound to it */
 };

@@ -409,7 +409,7 @@ L1_TEST(test_namespace_quota)
 	assert_int_equal(lf.victims, 0);
 	l1_set_lower_tier(&f->l1, NULL);
 	assert_int_equal(f->ns->l1_items, 0);
-	assert_null(f->ns->l1_lru_head);
+	assert_int_equal(f->ns->l1_order.count, 0);
 	assert_int_equal(f->big->l1_items, 4);
 	assert_string_equal(l1_evict_reason_name(L1_EVICT_QUOTA), "quota");
 }
