@@ -12,10 +12,10 @@ blocks of it failed, and asking kvtierd again would fail the same way:
 the request would never run); only publishable blocks are saved."""
 
 import logging
-import time
 from dataclasses import dataclass
 
 from .keys import chunk_block_ids, chunk_keys
+from .link import Link
 from .meta import LoadSpec, SaveSpec, StepMeta
 
 log = logging.getLogger("kvtier.connector")
@@ -39,9 +39,8 @@ class SchedulerSide:
         start (its error stops the connector) and again after kvtierd was lost."""
         self.cfg = cfg
         self.geo = geometry
-        self.open_client = open_client
-        self.client = open_client()
-        self.last_open_try = time.monotonic()
+        self.link = Link(open_client, cfg.reconnect_ms, "scheduler")
+        self.link.open()
         self.chunk_tokens = cfg.chunk_blocks * geometry.block_size
         self.requests = {}
         self.saves = []
@@ -166,45 +165,25 @@ class SchedulerSide:
         st.answered_for = -1  # asked again when it is rescheduled
         self._forget_lease(st)
 
+    @property
+    def client(self):
+        """The lookup client; None while kvtierd is lost."""
+        return self.link.conn
+
     def _lookup(self, keys):
         """One LOOKUP; a connection found dead (kvtierd restarted since its last use) is
         replaced and the lookup asked once more on the new one."""
-        for retry in (False, True):
-            client = self._usable()
-            if client is None:
-                raise ConnectionError("kvtierd unreachable")
-            try:
-                return client.lookup(keys, lease_ms=self.cfg.lease_ms)
-            except OSError:
-                self._lost()
-                if retry:
-                    raise
-        raise AssertionError("unreachable")
+        return self.link.run(lambda c: c.lookup(keys, lease_ms=self.cfg.lease_ms),
+                             lost=lambda e: True, on_lost=self._lost)
 
-    def _usable(self):
-        """The lookup client, opened again if it was lost and reconnect_ms has passed since the
-        last try; or None."""
-        since = time.monotonic() - self.last_open_try
-        if self.client is None and since >= self.cfg.reconnect_ms / 1000:
-            self.last_open_try = time.monotonic()
-            try:
-                self.client = self.open_client()
-                log.info("kvtier: scheduler connected to kvtierd again")
-            except OSError as e:
-                log.warning("kvtier: kvtierd still unreachable: %s", e)
-        return self.client
-
-    def _lost(self):
-        if self.client is not None:
-            self.client.close()
-            self.client = None
+    def _lost(self, e=None):
+        if self.link.conn is not None:
+            self.link.drop()
             for st in self.requests.values():
                 st.lease_id = 0  # gone with the connection
 
     def close(self):
-        if self.client is not None:
-            self.client.close()
-            self.client = None
+        self.link.drop()
 
     def _forget_lease(self, st):
         if st.lease_id and self.client is not None:

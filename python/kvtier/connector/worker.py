@@ -15,6 +15,7 @@ import time
 from ..errors import KvtierError
 from ..layout import KVLayout
 from ..pipeline import Pipeline
+from .link import Link
 
 log = logging.getLogger("kvtier.connector")
 # A request failed with one of these: the connection to kvtierd is gone.
@@ -52,14 +53,13 @@ class WorkerSide:
         self.model = model
         self.salt = cache_salt
         self.rank = rank
-        self.pipeline = None
+        self.link = None           # the pipeline's (a Link), once the KV cache is registered
         self.layout = None
         self.next_id = 1
         self.inflight = {}         # pipeline id -> (req_id, "load"|"save", spec)
         self.done_loads, self.done_saves = set(), set()
         self.load_error_blocks = set()
         self.cancelled = set()
-        self.last_open_try = 0.0
         self.stats = {"loaded_bytes": 0, "stored_bytes": 0, "load_errors": 0,
                       "saves_dropped": 0, "load_seconds": 0.0}
         self.started = {}
@@ -82,42 +82,28 @@ class WorkerSide:
                              f"order {self.geo.interior}, its tensors in {layout.interior}")
         self.layout = layout
         self.gpu, self.device = tensor_device(sample)
-        self._open_pipeline()
+        self.link = Link(self._new_pipeline, self.cfg.reconnect_ms, "worker")
+        self.link.open()
 
-    def _open_pipeline(self):
-        self.last_open_try = time.monotonic()
+    @property
+    def pipeline(self):
+        """The staging pipeline; None before registration and while kvtierd is lost."""
+        return self.link.conn if self.link else None
+
+    def _new_pipeline(self):
         tp, rank = self.geo.namespace_tp, (0 if self.geo.mla else self.rank)
-        self.pipeline = Pipeline(self.cfg.socket_path, self.model, self.layout,
-                                 cache_salt=self.salt, tp_size=tp, rank=rank, gpu=self.gpu,
-                                 device=self.device, gpu_kind=self.cfg.staging_kind,
-                                 depth=self.cfg.staging_depth,
-                                 buffer_blocks=self.cfg.staging_blocks,
-                                 max_inflight=self.cfg.max_inflight,
-                                 ids_per_block=self.cfg.chunk_blocks)
-
-    def _usable(self):
-        """The pipeline, opened again if it was lost and reconnect_ms has passed since the last
-        try; None if not."""
-        if self.pipeline is None and self.layout is not None and \
-                time.monotonic() - self.last_open_try >= self.cfg.reconnect_ms / 1000:
-            try:
-                self._open_pipeline()
-                log.info("kvtier: connected to kvtierd again")
-            except KvtierError as e:
-                log.warning("kvtier: kvtierd still unreachable: %s", e)
-                self.pipeline = None
-        return self.pipeline
+        return Pipeline(self.cfg.socket_path, self.model, self.layout, cache_salt=self.salt,
+                        tp_size=tp, rank=rank, gpu=self.gpu, device=self.device,
+                        gpu_kind=self.cfg.staging_kind, depth=self.cfg.staging_depth,
+                        buffer_blocks=self.cfg.staging_blocks,
+                        max_inflight=self.cfg.max_inflight, ids_per_block=self.cfg.chunk_blocks)
 
     def _lost(self, e):
         log.warning("kvtier: lost kvtierd (%s): loads fail, saves are dropped", e)
         for pid, (req_id, kind, spec) in self.inflight.items():
             self._fail(req_id, kind, spec, range(len(spec.keys)))
         self.inflight.clear()
-        try:
-            self.pipeline.close()
-        except Exception:
-            pass
-        self.pipeline = None
+        self.link.drop()
 
     # --- a step ---
 
@@ -154,26 +140,22 @@ class WorkerSide:
     def _submit(self, spec, kind, may_retry=True):
         """Submits one load or save; a pipeline found dead (kvtierd restarted since its
         last use) is opened again and, when may_retry, the submission made once more on it."""
-        for retry in ((False, True) if may_retry else (True,)):
-            p = self._usable()
-            if p is None:
-                break
+        def submit(p):
             pid = self.next_id
             self.next_id += 1
-            try:
-                if kind == "load":
-                    p.submit_load(pid, spec.keys, spec.block_ids)
-                else:
-                    p.submit_store(pid, spec.keys, spec.block_ids)
-            except KvtierError as e:
-                self._lost(e)
-                if not retry and e.code in CONNECTION_LOST:
-                    continue
-                break
-            self.inflight[pid] = (spec.req_id, kind, spec)
-            self.started[pid] = time.monotonic()
+            (p.submit_load if kind == "load" else p.submit_store)(pid, spec.keys, spec.block_ids)
+            return pid
+
+        try:
+            if self.link is None:
+                raise KvtierError(-errno.ENOTCONN, "no KV cache registered")
+            pid = self.link.run(submit, lost=lambda e: getattr(e, "code", None) in CONNECTION_LOST,
+                                on_lost=self._lost, retry=may_retry)
+        except OSError:  # kvtierd unreachable, or the submission refused
+            self._fail(spec.req_id, kind, spec, range(len(spec.keys)))
             return
-        self._fail(spec.req_id, kind, spec, range(len(spec.keys)))
+        self.inflight[pid] = (spec.req_id, kind, spec)
+        self.started[pid] = time.monotonic()
 
     def _fail(self, req_id, kind, spec, chunk_indexes):
         n = self.cfg.chunk_blocks
@@ -239,6 +221,5 @@ class WorkerSide:
         return out
 
     def shutdown(self):
-        if self.pipeline is not None:
-            self.pipeline.close()
-            self.pipeline = None
+        if self.link is not None:
+            self.link.drop()
