@@ -7,7 +7,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -16,17 +15,8 @@
 
 void copy_batch_finish_one(struct copy_engine *e, struct copy_batch *b)
 {
-	if (atomic_fetch_sub_explicit(&b->pending, 1, memory_order_acq_rel) != 1)
-		return;
-	pthread_mutex_lock(&e->done_lock);
-	bool wake = !e->done; /* else a wake-up is pending: the reap takes the whole list */
-	b->next_done = e->done;
-	e->done = b;
-	pthread_mutex_unlock(&e->done_lock);
-	if (wake) {
-		uint64_t one = 1;
-		(void)!write(e->eventfd, &one, sizeof(one));
-	}
+	if (atomic_fetch_sub_explicit(&b->pending, 1, memory_order_acq_rel) == 1)
+		handoff_post(&e->done, &b->done_link);
 }
 
 void copy_batch_seal(struct copy_engine *e, struct copy_batch *b)
@@ -41,22 +31,23 @@ int copy_engine_base_init(struct copy_engine *e, const struct copy_engine_ops *o
 {
 	memset(e, 0, sizeof(*e));
 	e->ops = ops;
-	e->eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (e->eventfd < 0)
-		return -errno;
-	pthread_mutex_init(&e->done_lock, NULL);
-	return 0;
+	return handoff_init(&e->done);
+}
+
+static struct copy_batch *batch_of(struct handoff_item *item)
+{
+	return (struct copy_batch *)((char *)item - offsetof(struct copy_batch, done_link));
 }
 
 struct copy_batch *copy_engine_reap(struct copy_engine *e)
 {
-	uint64_t n;
-	(void)!read(e->eventfd, &n, sizeof(n));
-	pthread_mutex_lock(&e->done_lock);
-	struct copy_batch *list = e->done;
-	e->done = NULL;
-	pthread_mutex_unlock(&e->done_lock);
-	return list;
+	struct copy_batch *first = NULL, **link = &first;
+	for (struct handoff_item *i = handoff_take(&e->done); i; i = i->next) {
+		*link = batch_of(i);
+		link = &(*link)->next_done;
+	}
+	*link = NULL;
+	return first;
 }
 
 /*
@@ -226,12 +217,12 @@ int copy_engine_host_init(struct copy_engine *e, unsigned nthreads, size_t chunk
 fail:
 	free(e->ring);
 	free(e->threads);
-	close(e->eventfd);
+	handoff_destroy(&e->done);
 	return -ENOMEM;
 }
 
 void copy_engine_destroy(struct copy_engine *e)
 {
 	e->ops->destroy(e);
-	close(e->eventfd);
+	handoff_destroy(&e->done);
 }

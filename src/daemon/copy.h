@@ -21,10 +21,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "handoff.h"
+
 struct copy_batch {
 	atomic_uint pending;          /* copies not finished, +1 until sealed */
 	atomic_int failed;            /* set when a copy faulted (-EFAULT, -EIO) */
-	struct copy_batch *next_done;
+	struct handoff_item done_link; /* on the engine's handoff once finished */
+	struct copy_batch *next_done;  /* the list copy_engine_reap returns */
 	/* For the CUDA engine: where the batch runs, and the copy being coalesced. */
 	int device;                   /* the GPU side's device */
 	unsigned lane;                /* spreads batches over a device's streams */
@@ -53,9 +56,7 @@ struct copy_chunk {
 
 struct copy_engine {
 	const struct copy_engine_ops *ops;
-	int eventfd;                   /* readable when a batch finished */
-	pthread_mutex_t done_lock;
-	struct copy_batch *done;       /* finished batches, newest first */
+	struct handoff done;           /* finished batches; its eventfd is the loop's source */
 	/* The host engine's job ring and threads. */
 	pthread_mutex_t lock;
 	pthread_cond_t not_empty;
@@ -104,7 +105,7 @@ void copy_batch_seal(struct copy_engine *e, struct copy_batch *b);
 /* Sets up the completion side shared by every engine: the eventfd and done list. */
 int copy_engine_base_init(struct copy_engine *e, const struct copy_engine_ops *ops);
 
-/* Finished batches, in no particular order; clears the eventfd. */
+/* Finished batches, oldest first, linked by next_done; clears the eventfd. */
 struct copy_batch *copy_engine_reap(struct copy_engine *e);
 
 /* Called by an engine when one copy of b has finished. */

@@ -155,8 +155,8 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struc
 		return fd;
 	}
 	dp->listen_src = (struct loop_source){.fd = fd, .on_event = on_accept};
-	dp->copy_src = (struct loop_source){.fd = copy->eventfd, .on_event = on_copies_done};
-	dp->gpu_copy_src = (struct loop_source){.fd = gpu_copy ? gpu_copy->eventfd : -1,
+	dp->copy_src = (struct loop_source){.fd = copy->done.eventfd, .on_event = on_copies_done};
+	dp->gpu_copy_src = (struct loop_source){.fd = gpu_copy ? gpu_copy->done.eventfd : -1,
 						.on_event = on_gpu_copies_done};
 	if ((err = loop_add(loop, &dp->listen_src, EPOLLIN)) ||
 	    (err = loop_add(loop, &dp->copy_src, EPOLLIN)) ||

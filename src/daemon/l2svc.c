@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include "log.h"
 
 static const struct tier l2_tier;
+static void close_tier(struct tier *t);
 
 static struct l2svc *of(const struct tier *t)
 {
@@ -28,9 +28,7 @@ static void *recover_thread(void *arg)
 	uint64_t start = kvt_now_ns();
 	s->recover_err = l2_recover(&s->l2);
 	s->recover_ms = (double)(kvt_now_ns() - start) / 1e6;
-	uint64_t one = 1;
-	if (write(s->done_src.fd, &one, sizeof(one)) != sizeof(one))
-		log_error("l2: cannot wake the event loop: %s", strerror(errno));
+	handoff_post(&s->recovered, &s->recovered_item);
 	return NULL;
 }
 
@@ -81,6 +79,8 @@ static void on_recovered(struct loop_source *src, uint32_t events)
 {
 	(void)events;
 	struct l2svc *s = (struct l2svc *)((char *)src - offsetof(struct l2svc, done_src));
+	if (!handoff_take(&s->recovered))
+		return; /* a wake-up left from a post already taken */
 	pthread_join(s->thread, NULL);
 	s->thread_running = false;
 	loop_del(s->loop, &s->done_src);
@@ -105,12 +105,9 @@ static void on_recovered(struct loop_source *src, uint32_t events)
 	s->on_ready(s->ready_ctx);
 }
 
-int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1,
-	       struct tiers *stack, struct loop *loop, void (*on_ready)(void *ctx), void *ctx)
+static int open_tier(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1,
+		     struct loop *loop)
 {
-	*s = (struct l2svc){.tier = l2_tier, .loop = loop, .l1 = l1, .stack = stack,
-			    .on_ready = on_ready, .ready_ctx = ctx, .done_src.fd = -1,
-			    .probe_timer.src.fd = -1};
 	struct l2_config lc = {
 		.path = cfg->l2_path, .size = cfg->l2_size, .region_size = cfg->l2_region_size,
 		.queue_depth = (uint32_t)cfg->l2_queue_depth, .arena = l1->arena.base,
@@ -125,10 +122,6 @@ int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1,
 		return err;
 	}
 	s->open = true;
-	if ((err = tiers_add(stack, &s->tier))) {
-		log_error("l2: cannot join the tier stack: %s", kvt_strerror(err));
-		return err;
-	}
 	if (s->l2.in_memory)
 		log_warn("l2: %s is on tmpfs or ramfs: O_DIRECT works there, but this \"L2\" "
 			 "is memory, not a disk, and is lost at reboot; give a path on NVMe",
@@ -140,10 +133,10 @@ int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1,
 		 size, s->l2.nregions, region, s->l2.ring.depth,
 		 s->l2.ring.nfixed ? "registered" : "unregistered");
 	s->ring_src = (struct loop_source){l2_event_fd(&s->l2), on_ring};
-	s->done_src = (struct loop_source){eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), on_recovered};
-	if (s->done_src.fd < 0 || (err = loop_add(loop, &s->ring_src, EPOLLIN)) ||
+	err = handoff_init(&s->recovered);
+	s->done_src = (struct loop_source){s->recovered.eventfd, on_recovered};
+	if (err || (err = loop_add(loop, &s->ring_src, EPOLLIN)) ||
 	    (err = loop_add(loop, &s->done_src, EPOLLIN))) {
-		err = err ? err : -errno;
 		log_error("l2: event loop: %s", kvt_strerror(err));
 		return err;
 	}
@@ -152,6 +145,22 @@ int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1,
 		return err;
 	}
 	s->thread_running = true;
+	return 0;
+}
+
+int l2svc_open(struct l2svc *s, const struct kvtd_config *cfg, struct l1 *l1,
+	       struct tiers *stack, struct loop *loop, void (*on_ready)(void *ctx), void *ctx)
+{
+	*s = (struct l2svc){.tier = l2_tier, .loop = loop, .l1 = l1, .stack = stack,
+			    .on_ready = on_ready, .ready_ctx = ctx, .recovered.eventfd = -1,
+			    .probe_timer.src.fd = -1};
+	int err = open_tier(s, cfg, l1, loop);
+	if (!err && (err = tiers_add(stack, &s->tier)))
+		log_error("l2: cannot join the tier stack: %s", kvt_strerror(err));
+	if (err) {
+		close_tier(&s->tier);
+		return err;
+	}
 	log_info("l2: rebuilding the index; /readyz answers 503 until done");
 	return 0;
 }
@@ -210,8 +219,7 @@ static void close_tier(struct tier *t)
 	if (s->open) {
 		loop_del(s->loop, &s->ring_src);
 		l2_close(&s->l2);
-		if (s->done_src.fd >= 0)
-			close(s->done_src.fd);
+		handoff_destroy(&s->recovered);
 	}
 	s->open = s->started = false;
 }

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "handoff.h"
 #include "l1.h"
 #include "l2.h"
 #include "loop.h"
@@ -42,7 +43,9 @@ struct l2svc {
 	uint32_t probe_backoff_s;     /* the wait before the next probe, doubling to a cap */
 	uint64_t next_probe_ms;
 	_Atomic uint64_t next_probe_in_ms;  /* for the control plane: 0 when not failed */
-	struct loop_source done_src;  /* the recovery thread has finished */
+	struct handoff recovered;     /* the rebuild thread posts recovered_item when done */
+	struct handoff_item recovered_item;
+	struct loop_source done_src;  /* recovered's eventfd */
 	pthread_t thread;
 	bool thread_running;
 	int recover_err;

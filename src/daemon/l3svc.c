@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include "log.h"
 
 static const struct tier l3_tier;
+static void close_tier(struct tier *t);
 
 static struct l3svc *of(const struct tier *t)
 {
@@ -35,6 +35,7 @@ struct known_entry {
 };
 
 struct l3_known {
+	struct handoff_item seen;    /* a walk's set, on its way to the loop */
 	struct index ix;
 	struct known_entry *all;     /* every entry, for freeing (recent set) */
 	struct known_entry *block;   /* one allocation for a walk's set */
@@ -137,14 +138,19 @@ static void walk_seen(void *ctx, struct l3scan_part *parts, uint64_t n)
 		e->ranks |= rank_bit(parts[i].rank);
 	}
 	free(parts);
-	pthread_mutex_lock(&s->seen_lock);
-	struct l3_known *old = s->seen;
-	s->seen = k;
-	pthread_mutex_unlock(&s->seen_lock);
-	known_free(old); /* a walk the loop never took */
-	uint64_t one = 1;
-	if (write(s->seen_src.fd, &one, sizeof(one)) != sizeof(one))
-		log_warn("l3: cannot wake the event loop: %s", strerror(errno));
+	handoff_post(&s->seen, &k->seen);
+}
+
+/* The newest of the walks handed over (the older ones are freed), or NULL. */
+static struct l3_known *newest_walk(struct l3svc *s)
+{
+	struct l3_known *k = NULL;
+	for (struct handoff_item *i = handoff_take(&s->seen), *next; i; i = next) {
+		next = i->next;
+		known_free(k);
+		k = (struct l3_known *)((char *)i - offsetof(struct l3_known, seen));
+	}
+	return k;
 }
 
 /* Drops the recent entries the new walk has seen (added before it started). */
@@ -167,12 +173,7 @@ static void on_seen(struct loop_source *src, uint32_t events)
 {
 	(void)events;
 	struct l3svc *s = (struct l3svc *)((char *)src - offsetof(struct l3svc, seen_src));
-	uint64_t v;
-	(void)!read(src->fd, &v, sizeof(v));
-	pthread_mutex_lock(&s->seen_lock);
-	struct l3_known *k = s->seen;
-	s->seen = NULL;
-	pthread_mutex_unlock(&s->seen_lock);
+	struct l3_known *k = newest_walk(s);
 	if (!k)
 		return;
 	known_free(s->known);
@@ -437,14 +438,9 @@ static int open_parts(struct l3svc *s, const struct kvtd_config *cfg)
 	return 0;
 }
 
-int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
-	       struct tiers *stack, struct ns_registry *namespaces, struct loop *loop)
+static int open_tier(struct l3svc *s, const struct kvtd_config *cfg, struct loop *loop)
 {
 	char why[640];
-	*s = (struct l3svc){.tier = l3_tier, .loop = loop, .l1 = l1, .stack = stack,
-			    .namespaces = namespaces};
-	s->seen_src.fd = -1;
-	pthread_mutex_init(&s->seen_lock, NULL);
 	/* A test hook (docs/development.md): a file system whose waits the kernel cannot cancel. */
 	bool no_cancel = getenv("KVTIERD_TEST_L3_NO_CANCEL") != NULL;
 	if (no_cancel)
@@ -467,16 +463,16 @@ int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
 	}
 	s->offload_open = true;
 	s->l3.offload = &s->offload;
-	s->hashed_src = (struct loop_source){.fd = s->offload.eventfd, .on_event = on_hashed};
+	s->hashed_src = (struct loop_source){.fd = s->offload.done.eventfd, .on_event = on_hashed};
 	s->ring_src = (struct loop_source){.fd = l3_event_fd(&s->l3), .on_event = on_ring};
-	s->seen_src = (struct loop_source){.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC),
-					   .on_event = on_seen};
-	if (s->seen_src.fd < 0 || (err = loop_add(loop, &s->hashed_src, EPOLLIN)) ||
+	err = handoff_init(&s->seen);
+	s->seen_src = (struct loop_source){.fd = s->seen.eventfd, .on_event = on_seen};
+	if (err || (err = loop_add(loop, &s->hashed_src, EPOLLIN)) ||
 	    (err = loop_add(loop, &s->ring_src, EPOLLIN)) ||
 	    (err = loop_add(loop, &s->seen_src, EPOLLIN)) ||
 	    (err = loop_add_timer(loop, &s->probe_timer, 1000, probe_tick))) {
-		log_error("l3: event loop: %s", strerror(err ? -err : errno));
-		return err ? err : -errno;
+		log_error("l3: event loop: %s", kvt_strerror(err));
+		return err;
 	}
 	struct l3scan_limits limits = {.cap = cfg->l3_size, .ns_quota = cfg->namespace_l3_quota,
 				       .interval_ms = (uint32_t)cfg->l3_scan_ms};
@@ -484,8 +480,20 @@ int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
 		log_error("l3: cannot start the keeper thread: %s", strerror(-err));
 		return err;
 	}
-	if ((err = tiers_add(stack, &s->tier))) {
+	return 0;
+}
+
+int l3svc_open(struct l3svc *s, const struct kvtd_config *cfg, struct l1 *l1,
+	       struct tiers *stack, struct ns_registry *namespaces, struct loop *loop)
+{
+	*s = (struct l3svc){.tier = l3_tier, .loop = loop, .l1 = l1, .stack = stack,
+			    .namespaces = namespaces, .seen.eventfd = -1,
+			    .probe_timer.src.fd = -1};
+	int err = open_tier(s, cfg, loop);
+	if (!err && (err = tiers_add(stack, &s->tier)))
 		log_error("l3: cannot join the tier stack: %s", kvt_strerror(err));
+	if (err) {
+		close_tier(&s->tier);
 		return err;
 	}
 	log_info("l3: %s (node %s), cap %s, namespace quota %s, walked every %u ms", s->l3.root,
@@ -507,16 +515,15 @@ static void close_tier(struct tier *t)
 	l3_close(&s->l3); /* publishes in flight finish: their L1 pins are released */
 	loop_del_timer(s->loop, &s->probe_timer);
 	loop_del(s->loop, &s->ring_src);
-	if (s->seen_src.fd >= 0) {
+	if (s->seen.eventfd >= 0) {
 		loop_del(s->loop, &s->seen_src);
-		close(s->seen_src.fd);
+		known_free(newest_walk(s)); /* a walk the loop never took */
+		handoff_destroy(&s->seen);
 	}
 	known_free(s->known);
 	known_free(s->recent);
-	known_free(s->seen);
 	free(s->pubs);
 	free(s->pending);
-	pthread_mutex_destroy(&s->seen_lock);
 	s->open = false;
 }
 

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "handoff.h"
 #include "index.h"
 #include "l1.h"
 #include "l2.h"
@@ -59,7 +60,8 @@ struct l3svc {
 	bool open;
 	struct loop *loop;
 	struct loop_source ring_src;
-	struct loop_source seen_src;   /* the keeper handed over a walk */
+	struct handoff seen;           /* the keeper hands over each walk's set of parts */
+	struct loop_source seen_src;   /* seen's eventfd */
 	struct offload offload;        /* the parts' checksums (l3.h) */
 	struct loop_source hashed_src; /* the offload's eventfd */
 	bool offload_open;
@@ -73,8 +75,6 @@ struct l3svc {
 	uint32_t npubs;
 	struct l3_known *known;        /* the last walk's parts (built on the keeper's thread) */
 	struct l3_known *recent;       /* parts published or read since */
-	pthread_mutex_t seen_lock;
-	struct l3_known *seen;         /* handed over by the keeper, not yet taken */
 	uint64_t published_since_walk; /* bytes; past the cap's room: the keeper walks at once */
 	struct l3svc_stats stats;
 };

@@ -2,9 +2,9 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "offload.h"
@@ -34,13 +34,8 @@ static void *worker(void *arg)
 			o->todo_tail = NULL;
 		pthread_mutex_unlock(&o->lock);
 		job->run(job);
+		handoff_post(&o->done, &job->done_link);
 		pthread_mutex_lock(&o->lock);
-		bool wake = !o->done_head; /* else a wake-up is pending: the reap takes the list */
-		list_append(&o->done_head, &o->done_tail, job);
-		if (wake) {
-			uint64_t one = 1;
-			(void)!write(o->eventfd, &one, sizeof(one));
-		}
 	}
 	pthread_mutex_unlock(&o->lock);
 	return NULL;
@@ -49,16 +44,14 @@ static void *worker(void *arg)
 int offload_open(struct offload *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (o->eventfd < 0)
-		return -errno;
+	int err = handoff_init(&o->done);
+	if (err)
+		return err;
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_cond_init(&o->wake, NULL);
-	int err = pthread_create(&o->thread, NULL, worker, o);
-	if (err) {
-		close(o->eventfd);
-		o->eventfd = -1;
-		return -err;
+	if ((err = -pthread_create(&o->thread, NULL, worker, o))) {
+		handoff_destroy(&o->done);
+		return err;
 	}
 	o->started = true;
 	return 0;
@@ -73,26 +66,17 @@ void offload_submit(struct offload *o, struct offload_job *job)
 	pthread_mutex_unlock(&o->lock);
 }
 
-/* Calls done for each job of list (taken off the shared lists already). */
-static void finish(struct offload *o, struct offload_job *list)
-{
-	while (list) {
-		struct offload_job *next = list->next;
-		o->pending--;
-		list->done(list);
-		list = next;
-	}
-}
-
+/* Calls done for each job the worker handed back, in submission order. */
 void offload_reap(struct offload *o)
 {
-	uint64_t n;
-	(void)!read(o->eventfd, &n, sizeof(n));
-	pthread_mutex_lock(&o->lock);
-	struct offload_job *list = o->done_head;
-	o->done_head = o->done_tail = NULL;
-	pthread_mutex_unlock(&o->lock);
-	finish(o, list);
+	struct handoff_item *i = handoff_take(&o->done);
+	while (i) {
+		struct offload_job *job =
+			(struct offload_job *)((char *)i - offsetof(struct offload_job, done_link));
+		i = i->next; /* before done: it may free the job */
+		o->pending--;
+		job->done(job);
+	}
 }
 
 void offload_close(struct offload *o)
@@ -105,11 +89,8 @@ void offload_close(struct offload *o)
 	pthread_mutex_unlock(&o->lock);
 	pthread_join(o->thread, NULL);
 	o->started = false;
-	struct offload_job *done = o->done_head;
-	o->done_head = o->done_tail = NULL;
-	finish(o, done);
+	offload_reap(o);
 	pthread_mutex_destroy(&o->lock);
 	pthread_cond_destroy(&o->wake);
-	close(o->eventfd);
-	o->eventfd = -1;
+	handoff_destroy(&o->done);
 }

@@ -2,7 +2,7 @@
  * offload.h — a worker thread for CPU work the event loop must not do
  * itself (checksumming blocks of many MiB): the loop queues jobs, the
  * thread runs them in order, and the loop gets each back through the
- * offload's eventfd, where its done callback runs.
+ * offload's handoff (handoff.h), where its done callback runs.
  *
  * Owner: the loop thread calls everything here; job->run runs on the
  * worker thread and must touch only what the job owns. A job's memory
@@ -16,19 +16,21 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "handoff.h"
+
 struct offload_job {
 	void (*run)(struct offload_job *job);   /* on the worker thread */
 	void (*done)(struct offload_job *job);  /* on the loop thread, after run */
-	struct offload_job *next;
+	struct offload_job *next;               /* the queue to the worker */
+	struct handoff_item done_link;          /* and back to the loop */
 };
 
 struct offload {
-	int eventfd;                  /* readable when jobs are done: call offload_reap */
+	struct handoff done;          /* jobs run; done.eventfd is readable: call offload_reap */
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	struct offload_job *todo_head, *todo_tail;  /* FIFO, guarded by lock */
-	struct offload_job *done_head, *done_tail;  /* FIFO, guarded by lock */
 	unsigned pending;             /* submitted, done not yet called (loop thread only) */
 	bool stopping;
 	bool started;

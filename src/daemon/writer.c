@@ -110,7 +110,7 @@ int writer_open(struct writer *w, struct l1 *l1, struct l2 *l2, struct loop *loo
 	int err = offload_open(&w->offload);
 	if (err)
 		return err;
-	w->done_src = (struct loop_source){w->offload.eventfd, on_checksummed};
+	w->done_src = (struct loop_source){w->offload.done.eventfd, on_checksummed};
 	if ((err = loop_add(loop, &w->done_src, EPOLLIN))) {
 		offload_close(&w->offload);
 		return err;

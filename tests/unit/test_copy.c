@@ -14,7 +14,7 @@ static void wait_batch(struct copy_engine *e, struct copy_batch *b)
 {
 	struct copy_batch *done = NULL;
 	while (!done) {
-		struct pollfd p = {e->eventfd, POLLIN, 0};
+		struct pollfd p = {e->done.eventfd, POLLIN, 0};
 		assert_int_equal(poll(&p, 1, 60000), 1);
 		done = copy_engine_reap(e);
 	}

@@ -60,7 +60,7 @@ static void test_jobs_run_off_thread_in_order(void **state)
 		offload_submit(&o, &jobs[i].job);
 	assert_int_equal(o.pending, NJOBS);
 	while (done_next < NJOBS) {
-		struct pollfd p = {o.eventfd, POLLIN, 0};
+		struct pollfd p = {o.done.eventfd, POLLIN, 0};
 		assert_int_equal(poll(&p, 1, 60000), 1);
 		offload_reap(&o);
 	}
