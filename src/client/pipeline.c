@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/queue.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,7 +32,7 @@
 #endif
 
 struct request {
-	struct request *next;        /* in the dispatch queue, then in a finished list */
+	STAILQ_ENTRY(request) link;  /* in the dispatch queue, then a finished list, then returned */
 	uint64_t id;
 	bool load;
 	uint32_t nblocks;
@@ -71,9 +72,11 @@ struct staging_buf {
 #endif
 };
 
+STAILQ_HEAD(requests, request);
+
 struct result_list {
-	struct request *head, *tail; /* finished, not yet collected */
-	struct request *returned;    /* collected by the last kvt_pipeline_finished call */
+	struct requests finished;    /* not yet collected */
+	struct requests returned;    /* collected by the last kvt_pipeline_finished call */
 };
 
 struct kvt_pipeline {
@@ -91,7 +94,7 @@ struct kvt_pipeline {
 	pthread_t thread;
 	int wake_fd;
 	bool stopping;
-	struct request *queue_head, *queue_tail; /* not fully dispatched, FIFO */
+	struct requests queue;       /* not fully dispatched, FIFO */
 	uint32_t active;             /* requests dispatched in part, not finished */
 	uint32_t unfinished;         /* submitted, not finished */
 	uint64_t next_batch;
@@ -199,13 +202,7 @@ static void request_finish(struct kvt_pipeline *p, struct request *r)
 {
 	/* Batches finish in any order: hand the failed blocks over in block order. */
 	qsort(r->failed, r->nfailed, sizeof(*r->failed), cmp_u32);
-	struct result_list *l = &p->done[r->load];
-	r->next = NULL;
-	if (l->tail)
-		l->tail->next = r;
-	else
-		l->head = r;
-	l->tail = r;
+	STAILQ_INSERT_TAIL(&p->done[r->load].finished, r, link);
 	p->active--;
 	p->unfinished--;
 	p->stats.requests_finished++;
@@ -291,11 +288,11 @@ static bool can_group(const struct kvt_pipeline *p, const struct staging_buf *b)
 /* Fills b from the queue's head: whole or split requests, all of one op. */
 static void batch_fill(struct kvt_pipeline *p, struct staging_buf *b)
 {
-	b->load = p->queue_head->load;
+	b->load = STAILQ_FIRST(&p->queue)->load;
 	b->nblocks = b->nseg = 0;
 	while (b->nblocks < p->o.buffer_blocks && can_group(p, b) &&
-	       can_take(p, p->queue_head, b->load)) {
-		struct request *r = p->queue_head;
+	       can_take(p, STAILQ_FIRST(&p->queue), b->load)) {
+		struct request *r = STAILQ_FIRST(&p->queue);
 		uint32_t n = r->nblocks - r->dispatched;
 		if (n > p->o.buffer_blocks - b->nblocks)
 			n = p->o.buffer_blocks - b->nblocks;
@@ -313,11 +310,8 @@ static void batch_fill(struct kvt_pipeline *p, struct staging_buf *b)
 		}
 		r->dispatched += n;
 		r->batches_out++;
-		if (r->dispatched == r->nblocks) {
-			p->queue_head = r->next;
-			if (!p->queue_head)
-				p->queue_tail = NULL;
-		}
+		if (r->dispatched == r->nblocks)
+			STAILQ_REMOVE_HEAD(&p->queue, link);
 	}
 }
 
@@ -345,7 +339,8 @@ static void batch_send(struct kvt_pipeline *p, struct staging_buf *b)
 
 static void dispatch(struct kvt_pipeline *p)
 {
-	while (p->free_count && can_take(p, p->queue_head, p->queue_head && p->queue_head->load)) {
+	const struct request *head;
+	while (p->free_count && (head = STAILQ_FIRST(&p->queue)) && can_take(p, head, head->load)) {
 		struct staging_buf *b = &p->bufs[p->free_fifo[p->free_head]];
 		p->free_head = (p->free_head + 1) % p->o.depth;
 		p->free_count--;
@@ -459,19 +454,14 @@ static void pool_close(struct kvt_pipeline *p)
 	free(p->free_fifo);
 }
 
-static void requests_free(struct request *r)
+/* Frees every request of list, which is left empty. */
+static void requests_free(struct requests *list)
 {
-	for (struct request *next; r; r = next) {
-		next = r->next;
+	struct request *r;
+	while ((r = STAILQ_FIRST(list))) {
+		STAILQ_REMOVE_HEAD(list, link);
 		request_free(r);
 	}
-}
-
-/* Frees what the last kvt_pipeline_finished call handed out. */
-static void results_free(struct result_list *l)
-{
-	requests_free(l->returned);
-	l->returned = NULL;
 }
 
 #ifdef HAVE_CUDA
@@ -505,8 +495,8 @@ static void pipeline_free(struct kvt_pipeline *p)
 	cudaFree(p->bases_dev);
 #endif
 	for (int d = 0; d < 2; d++) {
-		results_free(&p->done[d]);
-		requests_free(p->done[d].head);
+		requests_free(&p->done[d].returned);
+		requests_free(&p->done[d].finished);
 	}
 	if (p->c)
 		kvt_client_close(p->c);
@@ -525,6 +515,11 @@ int kvt_pipeline_open(const struct kvt_pipeline_options *o, struct kvt_pipeline 
 	struct kvt_pipeline *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
+	STAILQ_INIT(&p->queue);
+	for (int d = 0; d < 2; d++) {
+		STAILQ_INIT(&p->done[d].finished);
+		STAILQ_INIT(&p->done[d].returned);
+	}
 	p->o = *o;
 	if (!p->o.depth)
 		p->o.depth = 2;
@@ -582,7 +577,8 @@ struct kvt_client *kvt_pipeline_client(struct kvt_pipeline *p)
 
 static bool unfinished_id(const struct kvt_pipeline *p, uint64_t id, bool load)
 {
-	for (const struct request *r = p->queue_head; r; r = r->next)
+	const struct request *r;
+	STAILQ_FOREACH(r, &p->queue, link)
 		if (r->id == id && r->load == load)
 			return true;
 	for (uint32_t i = 0; i < p->o.depth; i++) {
@@ -628,11 +624,7 @@ static int submit(struct kvt_pipeline *p, const struct kvt_transfer *t, bool loa
 		request_free(r);
 		return stopping ? -ESHUTDOWN : -EEXIST;
 	}
-	if (p->queue_tail)
-		p->queue_tail->next = r;
-	else
-		p->queue_head = r;
-	p->queue_tail = r;
+	STAILQ_INSERT_TAIL(&p->queue, r, link);
 	p->unfinished++;
 	pthread_mutex_unlock(&p->lock);
 	wake(p);
@@ -654,17 +646,12 @@ int kvt_pipeline_finished(struct kvt_pipeline *p, int load, struct kvt_pipeline_
 {
 	struct result_list *l = &p->done[load ? 1 : 0];
 	pthread_mutex_lock(&p->lock);
-	results_free(l);
+	requests_free(&l->returned);
 	unsigned n = 0;
-	struct request **tail = &l->returned;
-	while (l->head && n < max) {
-		struct request *r = l->head;
-		l->head = r->next;
-		if (!l->head)
-			l->tail = NULL;
-		r->next = NULL;
-		*tail = r;
-		tail = &r->next;
+	struct request *r;
+	while (n < max && (r = STAILQ_FIRST(&l->finished))) {
+		STAILQ_REMOVE_HEAD(&l->finished, link);
+		STAILQ_INSERT_TAIL(&l->returned, r, link);
 		out[n++] = (struct kvt_pipeline_result){r->id, r->status, r->nfailed, r->failed};
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -704,7 +691,7 @@ static bool all_finished(const struct kvt_pipeline *p, int unused)
 
 static bool has_finished(const struct kvt_pipeline *p, int load)
 {
-	return p->done[load ? 1 : 0].head != NULL;
+	return !STAILQ_EMPTY(&p->done[load ? 1 : 0].finished);
 }
 
 int kvt_pipeline_wait_finished(struct kvt_pipeline *p, int load, int timeout_ms)

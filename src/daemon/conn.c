@@ -112,18 +112,14 @@ void conn_reply_status(struct dp_conn *c, uint16_t op, uint64_t id, int32_t stat
 static void conn_retire(struct dp_conn *c)
 {
 	struct dp *dp = c->dp;
-	struct dp_conn **p = &dp->conns;
-	while (*p != c)
-		p = &(*p)->next;
-	*p = c->next;
+	LIST_REMOVE(c, link);
 	if (c->session)
 		session_leave(dp, c->session);
 	c->session = NULL;
 	if (c->ns)
 		ns_unbind(dp, (struct kvt_ns *)c->ns);
 	c->ns = NULL;
-	c->next = dp->dead_conns;
-	dp->dead_conns = c;
+	SLIST_INSERT_HEAD(&dp->dead_conns, c, dead_link);
 	dp->nconns--;
 }
 
@@ -151,8 +147,8 @@ void conn_close(struct dp_conn *c)
 
 void conn_close_all(struct dp *dp)
 {
-	for (struct dp_conn *c = dp->conns, *next; c; c = next) {
-		next = c->next;
+	for (struct dp_conn *c = LIST_FIRST(&dp->conns), *next; c; c = next) {
+		next = LIST_NEXT(c, link); /* before: c may be retired */
 		conn_close(c);
 		conn_release_if_done(c);
 	}
@@ -164,24 +160,22 @@ void conn_request_done(struct dp_conn *c)
 	c->inflight--;
 	if (!c->flush_queued && !c->dead) {
 		c->flush_queued = true;
-		c->next_flush = c->dp->flush_conns;
-		c->dp->flush_conns = c;
+		SLIST_INSERT_HEAD(&c->dp->flush_conns, c, flush_link);
 	}
 	conn_release_if_done(c);
 }
 
 void conn_after_batch(struct dp *dp)
 {
-	while (dp->flush_conns) {
-		struct dp_conn *c = dp->flush_conns;
-		dp->flush_conns = c->next_flush;
+	struct dp_conn *c;
+	while ((c = SLIST_FIRST(&dp->flush_conns))) {
+		SLIST_REMOVE_HEAD(&dp->flush_conns, flush_link);
 		c->flush_queued = false;
 		conn_flush(c);
 		conn_release_if_done(c);
 	}
-	while (dp->dead_conns) {
-		struct dp_conn *c = dp->dead_conns;
-		dp->dead_conns = c->next;
+	while ((c = SLIST_FIRST(&dp->dead_conns))) {
+		SLIST_REMOVE_HEAD(&dp->dead_conns, dead_link);
 		free(c->in);
 		free(c->out);
 		free(c);
@@ -327,8 +321,7 @@ int conn_open(struct dp *dp, int fd)
 		free(c);
 		return err;
 	}
-	c->next = dp->conns;
-	dp->conns = c;
+	LIST_INSERT_HEAD(&dp->conns, c, link);
 	dp->nconns++;
 	STAT_ADD(dp, connections_total, 1);
 	STAT_ADD(dp, connections_active, 1);

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/types.h>
 
 #include "loop.h"
@@ -26,7 +27,8 @@ struct dp_session;
 struct dp_conn {
 	struct loop_source src;
 	struct dp *dp;
-	struct dp_conn *next;
+	LIST_ENTRY(dp_conn) link;    /* dp->conns, while open or closing */
+	SLIST_ENTRY(dp_conn) dead_link;  /* dp->dead_conns, once retired */
 	struct dp_session *session;  /* set by HELLO */
 	const struct kvt_ns *ns;     /* set by HELLO */
 	pid_t pid;                   /* SO_PEERCRED; 0 when unknown */
@@ -37,7 +39,7 @@ struct dp_conn {
 	bool dead;                   /* socket closed; waits for copies in flight */
 	bool retired;                /* off the live list; freed after the batch */
 	bool flush_queued;           /* on dp->flush_conns */
-	struct dp_conn *next_flush;
+	SLIST_ENTRY(dp_conn) flush_link;
 	bool want_out;               /* EPOLLOUT armed */
 	uint32_t inflight;           /* STOREs and LOADs not yet answered */
 	int fds[DP_MAX_QUEUED_FDS];  /* received with SCM_RIGHTS, not yet used */

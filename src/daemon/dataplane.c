@@ -76,9 +76,9 @@ void dp_buffers_foreach(const struct dp *dp,
 		const struct stbuf *b = &dp->buffers.slots[i];
 		if (!b->registered)
 			continue;
-		const struct dp_session *s = dp->sessions;
+		const struct dp_session *s = LIST_FIRST(&dp->sessions);
 		while (s && s->id != b->session)
-			s = s->next;
+			s = LIST_NEXT(s, link);
 		fn(i, b, s ? s->pid : 0, ctx);
 	}
 }
@@ -132,6 +132,7 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struc
 	dp->l1 = l1;
 	dp->tiering = (struct tiering){.l1 = l1, .stack = stack, .stats = &dp->stats,
 				       .store_wait_ms = cfg->store_wait_ms};
+	STAILQ_INIT(&dp->tiering.waiting);
 	stack->between = tiering_background;
 	stack->between_ctx = &dp->tiering;
 	dp->namespaces = namespaces;
@@ -178,7 +179,7 @@ void dp_close(struct dp *dp)
 	unlink(dp->socket_path);
 	conn_close_all(dp);
 	/* Copies and L2 reads in flight finish through the loop, which still has their sources. */
-	while (dp->conns)
+	while (!LIST_EMPTY(&dp->conns))
 		loop_run_once(dp->loop, 100);
 	loop_del(dp->loop, &dp->copy_src);
 	if (dp->gpu_copy)

@@ -11,6 +11,7 @@
 #define KVTD_DP_H
 
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "buffers.h"
 #include "copy.h"
@@ -42,10 +43,10 @@ struct dp {
 	struct copy_engine *copy;     /* memcpy: shm buffers */
 	struct copy_engine *gpu_copy; /* CUDA: GPU buffers; NULL without a GPU */
 	struct buffer_table buffers;
-	struct dp_session *sessions;
-	struct dp_conn *conns;
-	struct dp_conn *dead_conns;  /* closed, idle, freed after the batch (loop.h) */
-	struct dp_conn *flush_conns; /* with completion replies to send after the batch */
+	LIST_HEAD(dp_sessions, dp_session) sessions;
+	LIST_HEAD(dp_conns, dp_conn) conns;
+	SLIST_HEAD(, dp_conn) dead_conns;   /* closed, idle, freed after the batch (loop.h) */
+	SLIST_HEAD(, dp_conn) flush_conns;  /* with completion replies to send after the batch */
 	uint32_t nconns;
 	struct dp_stats stats;
 	/* Runs one whole frame of a connection (ops_dispatch, set by dp_open). */

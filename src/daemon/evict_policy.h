@@ -16,16 +16,19 @@
 #define KVTD_EVICT_POLICY_H
 
 #include <stdint.h>
+#include <sys/queue.h>
 
 /* An item's place in one order (the policy's fields). */
 struct evict_node {
-	struct evict_node *prev, *next;
+	TAILQ_ENTRY(evict_node) link;
 };
+
+TAILQ_HEAD(evict_nodes, evict_node);
 
 /* One order of evictable items (the policy's fields, but for ops). */
 struct evict_order {
 	const struct evict_policy_ops *ops;
-	struct evict_node *head, *tail;
+	struct evict_nodes nodes;
 	uint64_t count;
 };
 
@@ -46,6 +49,7 @@ struct evict_policy_ops {
 static inline void evict_order_init(struct evict_order *o, const struct evict_policy_ops *ops)
 {
 	*o = (struct evict_order){.ops = ops};
+	TAILQ_INIT(&o->nodes);
 }
 
 #endif

@@ -45,14 +45,11 @@ enum item_write {
 	ITEM_REFUSED,   /* the lower tier would not take it: not retried */
 };
 
-struct lru_links {
-	struct l1_item *prev, *next;
-};
 
 struct l1_item {
 	struct index_entry entry;   /* first: the index hands back this pointer */
 	struct evict_node order[ORDERS];
-	struct lru_links lru[LISTS];
+	TAILQ_ENTRY(l1_item) link[LISTS];
 	const struct kvt_ns *ns;
 	uint32_t pins;
 	uint16_t nparts;
@@ -87,12 +84,10 @@ const char *l1_evict_reason_name(enum l1_evict_reason reason)
 
 /* --- eviction orders (the policy's) and L1's own lists, of unpinned items --- */
 
-/* The ends of list `which`. */
-static struct l1_item **list_end(struct l1 *l1, enum l1_list which, bool tail)
+/* List `which` of L1's own. */
+static struct l1_items *list_of(struct l1 *l1, enum l1_list which)
 {
-	if (which == LIST_DIRTY)
-		return tail ? &l1->dirty_tail : &l1->dirty_head;
-	return tail ? &l1->writing_tail : &l1->writing_head;
+	return which == LIST_DIRTY ? &l1->dirty : &l1->writing;
 }
 
 /* The order w of it: every item's, or its namespace's. */
@@ -111,27 +106,12 @@ static bool item_complete(const struct l1_item *it);
 
 static void list_unlink(struct l1 *l1, struct l1_item *it, enum l1_list w)
 {
-	struct lru_links *l = &it->lru[w];
-	if (l->prev)
-		l->prev->lru[w].next = l->next;
-	else
-		*list_end(l1, w, false) = l->next;
-	if (l->next)
-		l->next->lru[w].prev = l->prev;
-	else
-		*list_end(l1, w, true) = l->prev;
-	l->prev = l->next = NULL;
+	TAILQ_REMOVE(list_of(l1, w), it, link[w]);
 }
 
 static void list_push_head(struct l1 *l1, struct l1_item *it, enum l1_list w)
 {
-	struct l1_item **head = list_end(l1, w, false);
-	it->lru[w] = (struct lru_links){NULL, *head};
-	if (*head)
-		(*head)->lru[w].prev = it;
-	else
-		*list_end(l1, w, true) = it;
-	*head = it;
+	TAILQ_INSERT_HEAD(list_of(l1, w), it, link[w]);
 }
 
 static void dirty_unlink(struct l1 *l1, struct l1_item *it)
@@ -444,8 +424,8 @@ static void confirm_write(struct l1 *l1, struct l1_item *it)
 /* The items handed down earlier whose slots the lower tier does not read (it copied them). */
 static void confirm_writes(struct l1 *l1)
 {
-	for (struct l1_item *it = l1->writing_tail, *prev; it; it = prev) {
-		prev = it->lru[LIST_WRITING].prev;
+	for (struct l1_item *it = TAILQ_LAST(&l1->writing, l1_items), *prev; it; it = prev) {
+		prev = TAILQ_PREV(it, l1_items, link[LIST_WRITING]);
 		if (!it->write_pinned)
 			confirm_write(l1, it);
 	}
@@ -477,10 +457,10 @@ unsigned l1_write_behind(struct l1 *l1, unsigned max)
 	if (!has_lower(l1))
 		return 0;
 	confirm_writes(l1);
-	while (n < max && l1->dirty_tail && lower_has_room(l1) &&
+	while (n < max && !TAILQ_EMPTY(&l1->dirty) && lower_has_room(l1) &&
 	       l1->write_pinned_bytes < l1->arena.size / L1_WRITER_SHARE &&
 	       l1->write_pinned_items < L1_WRITER_MAX_ITEMS) {
-		struct l1_item *it = l1->dirty_tail;
+		struct l1_item *it = TAILQ_LAST(&l1->dirty, l1_items);
 		bool kept = offer_to_lower(l1, it, L1_EVICT_WATERMARK, false);
 		if (lower_holds(l1, it)) {
 			STAT_ADD(l1, written_behind, 1);
@@ -619,6 +599,8 @@ int l1_init(struct l1 *l1, const struct l1_config *cfg)
 	err = index_init(&l1->index, max_items < L1_INDEX_MAX_PRESIZE ? max_items
 								  : L1_INDEX_MAX_PRESIZE);
 	evict_order_init(&l1->order, &lru_policy);
+	TAILQ_INIT(&l1->dirty);
+	TAILQ_INIT(&l1->writing);
 	if (err)
 		goto fail;
 	l1->leases = calloc(cfg->max_leases, sizeof(*l1->leases));
@@ -1060,21 +1042,25 @@ int l1_verify(const struct l1 *l1, const char **what)
 	const struct l1_item *prev = NULL;
 	uint64_t on_dirty = 0;
 	prev = NULL;
-	for (const struct l1_item *it = l1->dirty_head; it; prev = it, it = it->lru[LIST_DIRTY].next) {
-		VERIFY(it->lru[LIST_DIRTY].prev == prev, "the dirty list is broken");
+	for (struct l1_item *it = TAILQ_FIRST(&l1->dirty); it;
+	     prev = it, it = TAILQ_NEXT(it, link[LIST_DIRTY])) {
+		VERIFY(TAILQ_PREV(it, l1_items, link[LIST_DIRTY]) == prev, "the dirty list is broken");
+		VERIFY(on_dirty <= items, "the dirty list has a loop");
 		on_dirty++;
 	}
-	VERIFY(prev == l1->dirty_tail, "the dirty list's tail is wrong");
+	VERIFY(prev == TAILQ_LAST(&l1->dirty, l1_items), "the dirty list's tail is wrong");
 	VERIFY(on_dirty == dirty_unpinned - writing_unpinned, "the dirty list misses dirty items");
 	uint64_t on_writing = 0;
 	prev = NULL;
-	for (const struct l1_item *it = l1->writing_head; it;
-	     prev = it, it = it->lru[LIST_WRITING].next) {
+	for (struct l1_item *it = TAILQ_FIRST(&l1->writing); it;
+	     prev = it, it = TAILQ_NEXT(it, link[LIST_WRITING])) {
 		VERIFY(it->write == ITEM_WRITING, "an item on the writing list is not being written");
-		VERIFY(it->lru[LIST_WRITING].prev == prev, "the writing list is broken");
+		VERIFY(TAILQ_PREV(it, l1_items, link[LIST_WRITING]) == prev,
+		       "the writing list is broken");
+		VERIFY(on_writing <= items, "the writing list has a loop");
 		on_writing++;
 	}
-	VERIFY(prev == l1->writing_tail, "the writing list's tail is wrong");
+	VERIFY(prev == TAILQ_LAST(&l1->writing, l1_items), "the writing list's tail is wrong");
 	VERIFY(on_writing == writing, "the writing list misses items being written");
 	VERIFY(in_lru + pinned == items, "the eviction order misses unpinned items");
 	VERIFY(items == l1->index.count, "the index count is wrong");

@@ -28,6 +28,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "arena.h"
 #include "index.h"
@@ -171,15 +172,14 @@ struct l1_config {
 };
 
 struct l1_lease;
+TAILQ_HEAD(l1_items, l1_item);
 
 struct l1 {
 	struct arena arena;
 	struct index index;
 	struct evict_order order;  /* the unpinned items, in the policy's order (evict_policy.h) */
-	struct l1_item *dirty_head;  /* the dirty unpinned items, most recently used first */
-	struct l1_item *dirty_tail;
-	struct l1_item *writing_head;  /* handed down, not yet durable: oldest at the tail */
-	struct l1_item *writing_tail;
+	struct l1_items dirty;     /* the dirty unpinned items, most recently used first */
+	struct l1_items writing;   /* handed down, not yet durable: oldest at the tail */
 	uint32_t write_pinned_items;   /* kept while the lower tier writes from their slots */
 	uint64_t write_pinned_bytes;
 	uint64_t high_bytes, low_bytes;

@@ -17,12 +17,7 @@
 
 void l2ring_queue(struct l2_ring *r, struct l2_io *io)
 {
-	io->next_queued = NULL;
-	if (r->queued_tail)
-		r->queued_tail->next_queued = io;
-	else
-		r->queued_head = io;
-	r->queued_tail = io;
+	STAILQ_INSERT_TAIL(&r->queued, io, queue);
 	STATS_SET(r->stats, ios_queued, ++r->nqueued);
 }
 
@@ -63,14 +58,12 @@ static void prep(struct l2_ring *r, struct io_uring_sqe *sqe, struct l2_io *io)
 void l2ring_submit(struct l2_ring *r)
 {
 	bool queued = false;
-	while (r->queued_head && r->inflight < r->depth) {
+	while (!STAILQ_EMPTY(&r->queued) && r->inflight < r->depth) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&r->uring);
 		if (!sqe)
 			break;
-		struct l2_io *io = r->queued_head;
-		r->queued_head = io->next_queued;
-		if (!r->queued_head)
-			r->queued_tail = NULL;
+		struct l2_io *io = STAILQ_FIRST(&r->queued);
+		STAILQ_REMOVE_HEAD(&r->queued, queue);
 		prep(r, sqe, io);
 		r->nqueued--;
 		r->inflight++;
@@ -167,13 +160,14 @@ int l2ring_event_fd(const struct l2_ring *r)
 
 bool l2ring_idle(const struct l2_ring *r)
 {
-	return !r->inflight && !r->queued_head;
+	return !r->inflight && STAILQ_EMPTY(&r->queued);
 }
 
 int l2ring_open(struct l2_ring *r, int fd, uint32_t depth, struct l2ring_stats *stats, char *why,
 		size_t whylen)
 {
 	*r = (struct l2_ring){.fd = fd, .eventfd = -1, .depth = depth, .stats = stats};
+	STAILQ_INIT(&r->queued);
 	int err = io_uring_queue_init(depth, &r->uring, 0);
 	if (err)
 		return kvt_fail(why, whylen, err,

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/uio.h>
 
 #include "stat_table.h"
@@ -48,7 +49,7 @@ struct l2_io {
 	struct l2 *l2;            /* the engine it is for (may be NULL): the ring does not look at it */
 	/* Called once, on the owner thread: 0 when every byte moved, else -errno. */
 	void (*complete)(struct l2_io *io, int res);
-	struct l2_io *next_queued;
+	STAILQ_ENTRY(l2_io) queue;    /* waiting for room on the ring */
 	uint8_t *buf;
 	uint64_t offset;          /* in the file */
 	uint32_t len;             /* aligned bytes wanted */
@@ -72,7 +73,7 @@ struct l2_ring {
 	uint32_t depth;           /* at most this many I/Os submitted at once */
 	uint32_t inflight;
 	uint32_t nqueued;
-	struct l2_io *queued_head, *queued_tail;  /* waiting for room on the ring */
+	STAILQ_HEAD(, l2_io) queued;  /* waiting for room on the ring */
 	struct iovec *fixed;      /* the registered buffers, in their index order */
 	unsigned nfixed;
 	l2_fault_fn fault;

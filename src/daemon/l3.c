@@ -167,22 +167,12 @@ static void link_timeout(struct l3 *l3, const struct l3_op *op, struct io_uring_
 /* A read begun: l3_abandon_stuck watches it until it is finished. */
 static void read_listed(struct l3 *l3, struct l3_op *op)
 {
-	op->prev_read = NULL;
-	op->next_read = l3->reads;
-	if (l3->reads)
-		l3->reads->prev_read = op;
-	l3->reads = op;
+	LIST_INSERT_HEAD(&l3->reads, op, read_link);
 }
 
-static void read_unlisted(struct l3 *l3, struct l3_op *op)
+static void read_unlisted(struct l3_op *op)
 {
-	if (op->prev_read)
-		op->prev_read->next_read = op->next_read;
-	else
-		l3->reads = op->next_read;
-	if (op->next_read)
-		op->next_read->prev_read = op->prev_read;
-	op->prev_read = op->next_read = NULL;
+	LIST_REMOVE(op, read_link);
 }
 
 /* Prepares op's SQE for its step; false when the ring is full (op waits in the queue). */
@@ -250,23 +240,14 @@ static void op_submit(struct l3 *l3, struct l3_op *op)
 {
 	if (op->kind == L3_OP_READ) /* for l3_abandon_stuck: on the kernel, or on room in the ring */
 		op->waiting_since_ms = kvt_now_ms();
-	if (l3->queued_head || !prep(l3, op)) {
-		op->next_queued = NULL;
-		if (l3->queued_tail)
-			l3->queued_tail->next_queued = op;
-		else
-			l3->queued_head = op;
-		l3->queued_tail = op;
-	}
+	if (!STAILQ_EMPTY(&l3->queued) || !prep(l3, op))
+		STAILQ_INSERT_TAIL(&l3->queued, op, queue);
 }
 
 static void submit_queued(struct l3 *l3)
 {
-	while (l3->queued_head && prep(l3, l3->queued_head)) {
-		l3->queued_head = l3->queued_head->next_queued;
-		if (!l3->queued_head)
-			l3->queued_tail = NULL;
-	}
+	while (!STAILQ_EMPTY(&l3->queued) && prep(l3, STAILQ_FIRST(&l3->queued)))
+		STAILQ_REMOVE_HEAD(&l3->queued, queue);
 	if (io_uring_sq_ready(&l3->ring))
 		io_uring_submit(&l3->ring);
 }
@@ -434,7 +415,7 @@ static void read_finished(struct l3_op *op)
 	}
 	if (op->abandoned)
 		atomic_fetch_sub_explicit(&l3->stats.reads_held, 1, memory_order_relaxed);
-	read_unlisted(l3, op);
+	read_unlisted(op);
 	rd->op.length = op->length;
 	rd->done(rd, op->status);
 }
@@ -445,8 +426,8 @@ unsigned l3_abandon_stuck(struct l3 *l3, uint64_t now_ms)
 		return 0;
 	uint64_t limit = (uint64_t)l3->op_timeout_ms + L3_ABANDON_GRACE_MS;
 	unsigned n = 0;
-	for (struct l3_op *op = l3->reads, *next; op; op = next) {
-		next = op->next_read; /* the callback may begin reads: they go in at the head */
+	for (struct l3_op *op = LIST_FIRST(&l3->reads), *next; op; op = next) {
+		next = LIST_NEXT(op, read_link); /* the callback may begin reads: they go in at the head */
 		struct l3_read *rd = (struct l3_read *)((char *)op - offsetof(struct l3_read, op));
 		if (op->abandoned || op->step == CLOSE || !rd->abandoned || !op->waiting_since_ms ||
 		    now_ms - op->waiting_since_ms < limit)
@@ -870,6 +851,8 @@ int l3_open(struct l3 *l3, const struct l3_config *cfg, char *why, size_t whylen
 			  .op_timeout = {.tv_sec = link_ms / 1000,
 					 .tv_nsec = (long long)(link_ms % 1000) * 1000000},
 			  .op_timeout_ms = cfg->op_timeout_ms};
+	STAILQ_INIT(&l3->queued);
+	LIST_INIT(&l3->reads);
 	int err = open_root(l3, cfg, why, whylen);
 	if (!err)
 		err = open_ring(l3, why, whylen);

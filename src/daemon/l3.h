@@ -35,6 +35,7 @@
 
 #include <liburing.h>
 #include <stdatomic.h>
+#include <sys/queue.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -127,8 +128,8 @@ struct l3_op {
 	char path[L3_PATH_MAX];
 	char tmp[L3_PATH_MAX];
 	char dir[L3_PATH_MAX];       /* publish: the parent being made (read by the kernel at submit) */
-	struct l3_op *next_queued;   /* waiting for a submission slot */
-	struct l3_op *prev_read, *next_read; /* a read, from begin to done (l3->reads) */
+	STAILQ_ENTRY(l3_op) queue;   /* waiting for a submission slot */
+	LIST_ENTRY(l3_op) read_link; /* a read, from begin to done (l3->reads) */
 	uint64_t waiting_since_ms;   /* read: its step's submission (queued or in the ring),
 					until it completes; 0 otherwise (CLOCK_MONOTONIC) */
 	bool abandoned;              /* read: answered without it (l3_abandon_stuck) */
@@ -181,8 +182,8 @@ struct l3 {
 	uint32_t queue_depth;
 	struct __kernel_timespec op_timeout; /* of the linked timeouts; zero: none */
 	uint32_t op_timeout_ms;      /* the config's, for l3_abandon_stuck */
-	struct l3_op *reads;         /* reads begun, not done: for l3_abandon_stuck */
-	struct l3_op *queued_head, *queued_tail;
+	LIST_HEAD(, l3_op) reads;    /* reads begun, not done: for l3_abandon_stuck */
+	STAILQ_HEAD(, l3_op) queued;
 	uint64_t tmp_seq;
 	uint32_t ops_active;
 	_Atomic enum l3_fault fault; /* written by the owner; read by the control plane */

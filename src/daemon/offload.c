@@ -9,29 +9,17 @@
 
 #include "offload.h"
 
-static void list_append(struct offload_job **head, struct offload_job **tail,
-			struct offload_job *job)
-{
-	job->next = NULL;
-	if (*tail)
-		(*tail)->next = job;
-	else
-		*head = job;
-	*tail = job;
-}
-
 static void *worker(void *arg)
 {
 	struct offload *o = arg;
 	pthread_mutex_lock(&o->lock);
 	for (;;) {
-		while (!o->todo_head && !o->stopping)
+		while (STAILQ_EMPTY(&o->todo) && !o->stopping)
 			pthread_cond_wait(&o->wake, &o->lock);
-		if (!o->todo_head)
+		struct offload_job *job = STAILQ_FIRST(&o->todo);
+		if (!job)
 			break; /* stopping, and nothing left to run */
-		struct offload_job *job = o->todo_head;
-		if (!(o->todo_head = job->next))
-			o->todo_tail = NULL;
+		STAILQ_REMOVE_HEAD(&o->todo, queue);
 		pthread_mutex_unlock(&o->lock);
 		job->run(job);
 		handoff_post(&o->done, &job->done_link);
@@ -44,6 +32,7 @@ static void *worker(void *arg)
 int offload_open(struct offload *o)
 {
 	memset(o, 0, sizeof(*o));
+	STAILQ_INIT(&o->todo);
 	int err = handoff_init(&o->done);
 	if (err)
 		return err;
@@ -61,7 +50,7 @@ void offload_submit(struct offload *o, struct offload_job *job)
 {
 	o->pending++;
 	pthread_mutex_lock(&o->lock);
-	list_append(&o->todo_head, &o->todo_tail, job);
+	STAILQ_INSERT_TAIL(&o->todo, job, queue);
 	pthread_cond_signal(&o->wake);
 	pthread_mutex_unlock(&o->lock);
 }

@@ -15,13 +15,14 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <sys/queue.h>
 
 #include "handoff.h"
 
 struct offload_job {
 	void (*run)(struct offload_job *job);   /* on the worker thread */
 	void (*done)(struct offload_job *job);  /* on the loop thread, after run */
-	struct offload_job *next;               /* the queue to the worker */
+	STAILQ_ENTRY(offload_job) queue;        /* to the worker */
 	struct handoff_item done_link;          /* and back to the loop */
 };
 
@@ -30,7 +31,7 @@ struct offload {
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
-	struct offload_job *todo_head, *todo_tail;  /* FIFO, guarded by lock */
+	STAILQ_HEAD(, offload_job) todo;  /* FIFO, guarded by lock */
 	unsigned pending;             /* submitted, done not yet called (loop thread only) */
 	bool stopping;
 	bool started;

@@ -25,15 +25,15 @@ struct dp_session *session_new(struct dp *dp, pid_t pid)
 	}
 	s->id |= 1; /* never 0: 0 asks for a new session */
 	s->pid = pid;
-	s->next = dp->sessions;
-	dp->sessions = s;
+	LIST_INSERT_HEAD(&dp->sessions, s, link);
 	STAT_ADD(dp, clients_active, 1);
 	return s;
 }
 
 struct dp_session *session_find(struct dp *dp, uint64_t id)
 {
-	for (struct dp_session *s = dp->sessions; s; s = s->next)
+	struct dp_session *s;
+	LIST_FOREACH(s, &dp->sessions, link)
 		if (s->id == id)
 			return s;
 	return NULL;
@@ -48,10 +48,7 @@ static void session_end(struct dp *dp, struct dp_session *s)
 		nleases += l1_lease_release(dp->l1, s->leases[i]) == 0;
 	log_debug("client %016llx (pid %d) gone: %u buffers, %u leases released",
 		  (unsigned long long)s->id, (int)s->pid, nbuf, nleases);
-	struct dp_session **p = &dp->sessions;
-	while (*p != s)
-		p = &(*p)->next;
-	*p = s->next;
+	LIST_REMOVE(s, link);
 	free(s->leases);
 	free(s);
 	STAT_SUB(dp, clients_active, 1);

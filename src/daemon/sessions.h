@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/types.h>
 
 #include "codec.h"
@@ -24,7 +25,7 @@ struct dp_session {
 	uint32_t namespaces_created;
 	uint32_t nleases;
 	uint64_t *leases;          /* max_leases_per_client slots */
-	struct dp_session *next;
+	LIST_ENTRY(dp_session) link; /* dp->sessions */
 };
 
 /* A new session of pid with no lane yet; NULL when out of memory. */

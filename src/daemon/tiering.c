@@ -183,12 +183,7 @@ static void wait_push(struct tiering *t, struct tier_xfer *x, struct tier_block 
 {
 	b->state = TIER_BLOCK_WAITING;
 	b->wait_since_ms = kvt_now_ms();
-	b->wait_next = NULL;
-	if (t->wait_tail)
-		t->wait_tail->wait_next = b;
-	else
-		t->wait_head = b;
-	t->wait_tail = b;
+	STAILQ_INSERT_TAIL(&t->waiting, b, wait_link);
 	x->pending++;
 	COUNT(t, store_waits);
 	COUNT(t, store_waiting);
@@ -213,13 +208,12 @@ static void store_block(struct tiering *t, struct tier_xfer *x, struct tier_bloc
 /* Retries the oldest waiting STORE: false while it must wait on. */
 static bool wait_retry(struct tiering *t, uint64_t now_ms)
 {
-	struct tier_block *b = t->wait_head;
+	struct tier_block *b = STAILQ_FIRST(&t->waiting);
 	bool late = now_ms - b->wait_since_ms >= t->store_wait_ms;
 	int err = store_begin(t, b, late ? 0 : store_flags(t));
 	if (err == -EAGAIN)
 		return false;
-	if ((t->wait_head = b->wait_next) == NULL)
-		t->wait_tail = NULL;
+	STAILQ_REMOVE_HEAD(&t->waiting, wait_link);
 	STATS_ADD(t->stats, store_waiting, -(uint64_t)1);
 	STATS_ADD(t->stats, store_wait_us, (now_ms - b->wait_since_ms) * 1000u);
 	if (late)
@@ -232,11 +226,11 @@ static bool wait_retry(struct tiering *t, uint64_t now_ms)
 int tiering_background(void *ctx, uint64_t now_ms)
 {
 	struct tiering *t = ctx;
-	while (t->wait_head && wait_retry(t, now_ms))
+	while (!STAILQ_EMPTY(&t->waiting) && wait_retry(t, now_ms))
 		;
-	if (!t->wait_head)
+	if (STAILQ_EMPTY(&t->waiting))
 		return -1;
-	uint64_t waited = now_ms - t->wait_head->wait_since_ms;
+	uint64_t waited = now_ms - STAILQ_FIRST(&t->waiting)->wait_since_ms;
 	return waited >= t->store_wait_ms ? 0 : (int)(t->store_wait_ms - waited);
 }
 

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "copy.h"
 #include "dp_stats.h"
@@ -53,7 +54,7 @@ struct tier_block {
 	struct kvt_key key;
 	uint16_t rank;
 	uint64_t wait_since_ms;
-	struct tier_block *wait_next;
+	STAILQ_ENTRY(tier_block) wait_link;
 };
 
 /* The blocks of one request, copied as one batch of one copy engine. */
@@ -81,7 +82,7 @@ struct tiering {
 	struct tiers *stack;
 	uint32_t store_wait_ms;    /* a STORE's bound on waiting for the writer; 0: drop at once */
 	struct dp_stats *stats;
-	struct tier_block *wait_head, *wait_tail;  /* WAITING blocks, oldest first */
+	STAILQ_HEAD(, tier_block) waiting;  /* WAITING blocks, oldest first */
 };
 
 /* Starts a transfer of n blocks (blocks zeroed by the caller) on engine. */

@@ -150,7 +150,7 @@ static void test_past_the_depth_in_order_byte_exact(void **state)
 	l2ring_submit(&f->ring);
 	assert_int_equal(STAT(f, ios_inflight), 2);
 	assert_int_equal(STAT(f, ios_queued), BLOCKS - 2);
-	assert_ptr_equal(f->ring.queued_head, &f->ios[2].io); /* the first two went, in order */
+	assert_ptr_equal(STAILQ_FIRST(&f->ring.queued), &f->ios[2].io); /* the first two went, in order */
 	settle(f);
 	assert_int_equal(f->completions, BLOCKS);
 	for (unsigned i = 0; i < BLOCKS; i++)

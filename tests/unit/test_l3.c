@@ -337,9 +337,9 @@ static bool four_reading_one_queued(const struct fixture *f, struct result *r, i
 	int reading = 0;
 	for (int i = 0; i < n; i++) {
 		const struct l3_op *op = &r[i].rd.op;
-		reading += op->fd >= 0 && op->waiting_since_ms && op != f->l3.queued_head;
+		reading += op->fd >= 0 && op->waiting_since_ms && op != STAILQ_FIRST(&f->l3.queued);
 	}
-	return reading == 4 && f->l3.queued_head &&
+	return reading == 4 && !STAILQ_EMPTY(&f->l3.queued) &&
 	       io_uring_cq_ready((struct io_uring *)&f->l3.ring) == 0;
 }
 

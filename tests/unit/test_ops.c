@@ -56,7 +56,7 @@ static struct fixture *fixture_new(void)
 	int sv[2];
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	assert_int_equal(conn_open(&f->dp, sv[0]), 0);
-	f->conn = f->dp.conns;
+	f->conn = LIST_FIRST(&f->dp.conns);
 	f->peer = sv[1];
 	return f;
 }
