@@ -63,7 +63,8 @@ struct l1_item {
 struct l1_lease {
 	uint64_t id;                /* 0 while free */
 	uint64_t expiry_ms;
-	struct l1_lease *prev, *next;  /* expiry order, or the free list */
+	TAILQ_ENTRY(l1_lease) order;   /* in expiry order while held */
+	SLIST_ENTRY(l1_lease) free_link;  /* or on the free list */
 	uint32_t generation;
 	uint32_t nitems;
 	struct l1_item **items;
@@ -584,6 +585,7 @@ static bool watermarks_valid(double high, double low)
 int l1_init(struct l1 *l1, const struct l1_config *cfg)
 {
 	memset(l1, 0, sizeof(*l1));
+	TAILQ_INIT(&l1->lease_order);
 	if (!watermarks_valid(cfg->high_watermark, cfg->low_watermark) ||
 	    cfg->max_leases == 0)
 		return -EINVAL;
@@ -610,10 +612,8 @@ int l1_init(struct l1 *l1, const struct l1_config *cfg)
 	}
 	l1->max_leases = cfg->max_leases;
 	l1->max_lease_ms = cfg->max_lease_ms;
-	for (uint32_t i = cfg->max_leases; i-- > 0;) {
-		l1->leases[i].next = l1->lease_free;
-		l1->lease_free = &l1->leases[i];
-	}
+	for (uint32_t i = cfg->max_leases; i-- > 0;)
+		SLIST_INSERT_HEAD(&l1->lease_free, &l1->leases[i], free_link);
 	set_watermark_bytes(l1, cfg->high_watermark, cfg->low_watermark);
 	STAT_SET(l1, capacity_bytes, l1->arena.size);
 	return 0;
@@ -626,8 +626,8 @@ static void lease_drop(struct l1 *l1, struct l1_lease *lease);
 
 void l1_destroy(struct l1 *l1)
 {
-	while (l1->lease_first)
-		lease_drop(l1, l1->lease_first);
+	while (!TAILQ_EMPTY(&l1->lease_order))
+		lease_drop(l1, TAILQ_FIRST(&l1->lease_order));
 	if (l1->index.buckets) {
 		for (uint64_t b = 0; b <= l1->index.mask; b++) {
 			struct index_entry *e = l1->index.buckets[b];
@@ -800,36 +800,18 @@ void l1_load_end(struct l1 *l1, struct l1_ref *ref)
 static void lease_list_insert(struct l1 *l1, struct l1_lease *lease)
 {
 	/* Leases mostly share one TTL, so the right place is near the tail. */
-	struct l1_lease *after = l1->lease_last;
+	struct l1_lease *after = TAILQ_LAST(&l1->lease_order, l1_leases);
 	while (after && after->expiry_ms > lease->expiry_ms)
-		after = after->prev;
-	lease->prev = after;
-	lease->next = after ? after->next : l1->lease_first;
-	if (lease->next)
-		lease->next->prev = lease;
-	else
-		l1->lease_last = lease;
+		after = TAILQ_PREV(after, l1_leases, order);
 	if (after)
-		after->next = lease;
+		TAILQ_INSERT_AFTER(&l1->lease_order, after, lease, order);
 	else
-		l1->lease_first = lease;
-}
-
-static void lease_list_remove(struct l1 *l1, struct l1_lease *lease)
-{
-	if (lease->prev)
-		lease->prev->next = lease->next;
-	else
-		l1->lease_first = lease->next;
-	if (lease->next)
-		lease->next->prev = lease->prev;
-	else
-		l1->lease_last = lease->prev;
+		TAILQ_INSERT_HEAD(&l1->lease_order, lease, order);
 }
 
 static void lease_drop(struct l1 *l1, struct l1_lease *lease)
 {
-	lease_list_remove(l1, lease);
+	TAILQ_REMOVE(&l1->lease_order, lease, order);
 	for (uint32_t i = 0; i < lease->nitems; i++)
 		item_unpin(l1, lease->items[i]);
 	free(lease->items);
@@ -837,22 +819,20 @@ static void lease_drop(struct l1 *l1, struct l1_lease *lease)
 	lease->nitems = 0;
 	lease->id = 0;
 	lease->generation++;
-	lease->prev = NULL;
-	lease->next = l1->lease_free;
-	l1->lease_free = lease;
+	SLIST_INSERT_HEAD(&l1->lease_free, lease, free_link);
 	STAT_SUB(l1, leases_active, 1);
 }
 
 static int lease_take(struct l1 *l1, struct l1_item **items, uint32_t nitems,
 		      uint64_t expiry_ms, uint64_t *lease_id)
 {
-	struct l1_lease *lease = l1->lease_free;
+	struct l1_lease *lease = SLIST_FIRST(&l1->lease_free);
 	if (!lease)
 		return -ENOSPC;
 	lease->items = malloc(nitems * sizeof(*lease->items));
 	if (!lease->items)
 		return -ENOMEM;
-	l1->lease_free = lease->next;
+	SLIST_REMOVE_HEAD(&l1->lease_free, free_link);
 	memcpy(lease->items, items, nitems * sizeof(*items));
 	lease->nitems = nitems;
 	for (uint32_t i = 0; i < nitems; i++)
@@ -892,8 +872,9 @@ int l1_lease_release(struct l1 *l1, uint64_t lease_id)
 unsigned l1_lease_expire(struct l1 *l1, uint64_t now_ms)
 {
 	unsigned n = 0;
-	while (l1->lease_first && l1->lease_first->expiry_ms <= now_ms) {
-		lease_drop(l1, l1->lease_first);
+	struct l1_lease *first;
+	while ((first = TAILQ_FIRST(&l1->lease_order)) && first->expiry_ms <= now_ms) {
+		lease_drop(l1, first);
 		STAT_ADD(l1, leases_expired, 1);
 		n++;
 	}
@@ -902,7 +883,8 @@ unsigned l1_lease_expire(struct l1 *l1, uint64_t now_ms)
 
 uint64_t l1_lease_next_expiry(const struct l1 *l1)
 {
-	return l1->lease_first ? l1->lease_first->expiry_ms : UINT64_MAX;
+	const struct l1_lease *first = TAILQ_FIRST(&l1->lease_order);
+	return first ? first->expiry_ms : UINT64_MAX;
 }
 
 /* --- lookup --- */

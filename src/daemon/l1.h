@@ -187,9 +187,8 @@ struct l1 {
 	struct l1_lower_tier lower;
 	/* Leases: a fixed table addressed by id; expiry order in a sorted list. */
 	struct l1_lease *leases;
-	struct l1_lease *lease_free;
-	struct l1_lease *lease_first;  /* soonest to expire */
-	struct l1_lease *lease_last;
+	SLIST_HEAD(, l1_lease) lease_free;
+	TAILQ_HEAD(l1_leases, l1_lease) lease_order;  /* soonest to expire first */
 	uint32_t max_leases;
 	uint32_t max_lease_ms;
 	struct l1_stats stats;
