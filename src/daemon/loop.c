@@ -13,6 +13,7 @@
 int loop_init(struct loop *l)
 {
 	*l = (struct loop){.epfd = epoll_create1(EPOLL_CLOEXEC), .wait_ms = -1};
+	TAILQ_INIT(&l->hooks);
 	return l->epfd < 0 ? -errno : 0;
 }
 
@@ -21,7 +22,7 @@ void loop_destroy(struct loop *l)
 	if (l->epfd >= 0)
 		close(l->epfd);
 	l->epfd = -1;
-	l->hooks = NULL;
+	TAILQ_INIT(&l->hooks);
 }
 
 static int ctl(struct loop *l, int op, struct loop_source *s, uint32_t events)
@@ -82,18 +83,15 @@ void loop_del_timer(struct loop *l, struct loop_timer *t)
 
 void loop_add_hook(struct loop *l, struct loop_hook *hook)
 {
-	struct loop_hook **p = &l->hooks;
-	while (*p)
-		p = &(*p)->next;
-	hook->next = NULL;
-	*p = hook;
+	TAILQ_INSERT_TAIL(&l->hooks, hook, link);
 }
 
 void loop_remove_hook(struct loop *l, struct loop_hook *hook)
 {
-	for (struct loop_hook **p = &l->hooks; *p; p = &(*p)->next) {
-		if (*p == hook) {
-			*p = hook->next;
+	struct loop_hook *h;
+	TAILQ_FOREACH(h, &l->hooks, link) {
+		if (h == hook) { /* one never added, or removed already, is left alone */
+			TAILQ_REMOVE(&l->hooks, hook, link);
 			return;
 		}
 	}
@@ -108,8 +106,8 @@ void loop_wake_within(struct loop *l, int ms)
 static void loop_run_hooks(struct loop *l)
 {
 	l->wait_ms = -1;
-	for (struct loop_hook *h = l->hooks, *next; h; h = next) {
-		next = h->next; /* a hook may remove itself */
+	for (struct loop_hook *h = TAILQ_FIRST(&l->hooks), *next; h; h = next) {
+		next = TAILQ_NEXT(h, link); /* a hook may remove itself */
 		h->run(h);
 	}
 }

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/epoll.h>
+#include <sys/queue.h>
 
 struct loop_source {
 	int fd;
@@ -27,7 +28,7 @@ struct loop_source {
 /* Runs after every batch of events, in the order the hooks were added. */
 struct loop_hook {
 	void (*run)(struct loop_hook *hook);
-	struct loop_hook *next;
+	TAILQ_ENTRY(loop_hook) link;
 };
 
 /* A periodic timer (a timerfd): run(timer) every period, on the loop thread. */
@@ -38,7 +39,7 @@ struct loop_timer {
 
 struct loop {
 	int epfd;
-	struct loop_hook *hooks;
+	TAILQ_HEAD(, loop_hook) hooks;
 	int wait_ms;                /* the next wait's bound, set by hooks; -1: none */
 	bool stop;
 };
