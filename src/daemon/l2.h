@@ -30,8 +30,7 @@
 #include "ns.h"
 #include "stat_table.h"
 
-/* Counters (only grow) and gauges, as X-macros: (field, help). */
-/* The L2 engine's counters and gauges (stat_table.h's shape). */
+/* The L2 engine's counters and gauges (stat_table.h's shape); its ring's are L2RING_STATS. */
 #define L2_STATS(X) \
 	X(victims_written, COUNTER, "kvtier_l2_victims_total", "result=\"written\"", \
 	  "L1 victims offered to L2, by what became of them: written.") \
@@ -282,7 +281,7 @@ uint64_t l2_ns_trim(struct l2 *l2, const struct kvt_ns *ns);
 uint64_t l2_evict(struct l2 *l2, uint64_t bytes);
 
 void l2_stats_read(const struct l2 *l2, struct l2_stats_snapshot *out);
-/* Calls fn with each stat of L2_STATS and its value now (any thread). */
+/* Calls fn with each stat of L2_STATS and L2RING_STATS and its value now (any thread). */
 void l2_stats_visit(const struct l2 *l2, stat_visit_fn fn, void *ctx);
 
 #endif
