@@ -41,28 +41,32 @@ static json_t *stats_l1(const struct l1 *l1)
 }
 
 /* An op's latency histogram: counts per bucket (not cumulative). */
-static json_t *histogram_json(const struct dp_op_stats *o)
+/* An op as /v1/stats shows it under dataplane.ops. */
+static void op_json(void *ctx, const struct dp_op_snapshot *op)
 {
-	json_t *a = json_array();
+	json_t *buckets = json_array();
 	for (unsigned b = 0; b < DP_HIST_BUCKETS; b++)
-		json_array_append_new(a, json_integer((json_int_t)LOAD(o->buckets[b])));
-	return a;
+		json_array_append_new(buckets, json_integer((json_int_t)op->buckets[b]));
+	json_object_set_new(ctx, op->name,
+			    json_pack("{s:I,s:I,s:I,s:o}", "requests", (json_int_t)op->requests,
+				      "errors", (json_int_t)op->errors, "sum_ns",
+				      (json_int_t)op->sum_ns, "buckets", buckets));
+}
+
+/* Adds a kind's buffers to the totals ({count, bytes}). */
+static void buffer_totals(void *ctx, const char *kind, uint64_t count, uint64_t bytes)
+{
+	(void)kind;
+	uint64_t *totals = ctx;
+	totals[0] += count;
+	totals[1] += bytes;
 }
 
 static json_t *stats_dp(const struct dp *dp)
 {
-	const struct dp_stats *st = &dp->stats;
 	json_t *o = json_object(), *ops = json_object(), *rejected = json_object();
-#define DP_OP_JSON(name, op)                                                            \
-	json_object_set_new(ops, #name,                                                  \
-			    json_pack("{s:I,s:I,s:I,s:o}", "requests",                   \
-				      (json_int_t)LOAD(st->op_##name.requests), "errors", \
-				      (json_int_t)LOAD(st->op_##name.errors), "sum_ns",   \
-				      (json_int_t)LOAD(st->op_##name.sum_ns), "buckets",  \
-				      histogram_json(&st->op_##name)));
-	DP_OPS(DP_OP_JSON)
-#undef DP_OP_JSON
-	dp_rejects_visit(st, json_member, rejected);
+	dp_ops_visit(dp, op_json, ops);
+	dp_rejects_visit(dp, json_member, rejected);
 	json_object_set_new(o, "ops", ops);
 	static const double bounds[DP_HIST_BUCKETS - 1] = DP_HIST_BOUNDS;
 	json_t *jb = json_array();
@@ -70,11 +74,11 @@ static json_t *stats_dp(const struct dp *dp)
 		json_array_append_new(jb, json_real(bounds[b]));
 	json_object_set_new(o, "latency_bounds_seconds", jb);
 	json_object_set_new(o, "rejected", rejected);
-	dp_totals_visit(st, json_member, o);
-	uint64_t nbuf, buf_bytes;
-	buffers_totals(&dp->buffers, &nbuf, &buf_bytes);
-	json_object_set_new(o, "buffers_registered", json_integer((json_int_t)nbuf));
-	json_object_set_new(o, "buffers_registered_bytes", json_integer((json_int_t)buf_bytes));
+	dp_totals_visit(dp, json_member, o);
+	uint64_t totals[2] = {0, 0};
+	dp_buffer_kinds_visit(dp, buffer_totals, totals);
+	json_object_set_new(o, "buffers_registered", json_integer((json_int_t)totals[0]));
+	json_object_set_new(o, "buffers_registered_bytes", json_integer((json_int_t)totals[1]));
 	return o;
 }
 

@@ -27,15 +27,6 @@ const char *buffers_kind_name(uint32_t kind)
 	return "unknown";
 }
 
-void buffers_totals(const struct buffer_table *t, uint64_t *count, uint64_t *bytes)
-{
-	*count = *bytes = 0;
-	for (uint32_t k = 0; k < BUFFER_KINDS; k++) {
-		*count += atomic_load_explicit(&t->kind_registered[k], memory_order_relaxed);
-		*bytes += atomic_load_explicit(&t->kind_bytes[k], memory_order_relaxed);
-	}
-}
-
 int buffers_init(struct buffer_table *t, uint32_t cap)
 {
 	memset(t, 0, sizeof(*t));

@@ -50,9 +50,6 @@ struct buffer_table {
 	_Atomic uint64_t kind_bytes[BUFFER_KINDS];
 };
 
-/* Buffers registered and their bytes, every kind together (any thread). */
-void buffers_totals(const struct buffer_table *t, uint64_t *count, uint64_t *bytes);
-
 /* "shm", "cuda_vmm", "cuda_ipc" (the names of the control plane and metrics). */
 const char *buffers_kind_name(uint32_t kind);
 

@@ -198,13 +198,44 @@ static const struct stat_def total_defs[] = {DP_TOTALS(STAT_DEF)};
 static const struct stat_def reject_defs[] = {DP_REJECTS(STAT_DEF)};
 #undef STAT_LIVE
 
-void dp_totals_visit(const struct dp_stats *st, stat_visit_fn fn, void *ctx)
+void dp_totals_visit(const struct dp *dp, stat_visit_fn fn, void *ctx)
 {
-	stats_visit(total_defs, sizeof(total_defs) / sizeof(total_defs[0]), st, fn, ctx);
+	stats_visit(total_defs, sizeof(total_defs) / sizeof(total_defs[0]), &dp->stats, fn, ctx);
 }
 
-void dp_rejects_visit(const struct dp_stats *st, stat_visit_fn fn, void *ctx)
+void dp_rejects_visit(const struct dp *dp, stat_visit_fn fn, void *ctx)
 {
-	stats_visit(reject_defs, sizeof(reject_defs) / sizeof(reject_defs[0]), &st->rejected, fn,
-		    ctx);
+	stats_visit(reject_defs, sizeof(reject_defs) / sizeof(reject_defs[0]),
+		    &dp->stats.rejected, fn, ctx);
+}
+
+static void op_snapshot(const char *name, const struct dp_op_stats *o, struct dp_op_snapshot *s)
+{
+	s->name = name;
+	s->requests = atomic_load_explicit(&o->requests, memory_order_relaxed);
+	s->errors = atomic_load_explicit(&o->errors, memory_order_relaxed);
+	s->sum_ns = atomic_load_explicit(&o->sum_ns, memory_order_relaxed);
+	for (unsigned b = 0; b < DP_HIST_BUCKETS; b++)
+		s->buckets[b] = atomic_load_explicit(&o->buckets[b], memory_order_relaxed);
+}
+
+void dp_ops_visit(const struct dp *dp, void (*fn)(void *ctx, const struct dp_op_snapshot *op),
+		  void *ctx)
+{
+	struct dp_op_snapshot s;
+#define DP_OP_VISIT(name, opcode) \
+	op_snapshot(#name, &dp->stats.op_##name, &s); \
+	fn(ctx, &s);
+	DP_OPS(DP_OP_VISIT)
+#undef DP_OP_VISIT
+}
+
+void dp_buffer_kinds_visit(const struct dp *dp,
+			   void (*fn)(void *ctx, const char *kind, uint64_t count, uint64_t bytes),
+			   void *ctx)
+{
+	for (uint32_t k = KVT_BUFFER_SHM; k < BUFFER_KINDS; k++)
+		fn(ctx, buffers_kind_name(k),
+		   atomic_load_explicit(&dp->buffers.kind_registered[k], memory_order_relaxed),
+		   atomic_load_explicit(&dp->buffers.kind_bytes[k], memory_order_relaxed));
 }

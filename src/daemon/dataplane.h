@@ -55,6 +55,28 @@ void dp_close(struct dp *dp);
 /* Connections bound to ns, open or closing. */
 uint32_t dp_ns_connections(const struct dp *dp, const struct kvt_ns *ns);
 
+/*
+ * The control plane reads the data plane's counters through these, never
+ * inside struct dp (any thread, relaxed loads). Each stat of DP_TOTALS, or
+ * of DP_REJECTS, with its value now:
+ */
+void dp_totals_visit(const struct dp *dp, stat_visit_fn fn, void *ctx);
+void dp_rejects_visit(const struct dp *dp, stat_visit_fn fn, void *ctx);
+
+/* One op's counts and latency histogram, copied now. */
+struct dp_op_snapshot {
+	const char *name;          /* as DP_OPS names it */
+	uint64_t requests, errors, sum_ns;
+	uint64_t buckets[DP_HIST_BUCKETS];  /* per bucket, not cumulative (bounds: DP_HIST_BOUNDS) */
+};
+/* Calls fn with each op's counts, in DP_OPS order. */
+void dp_ops_visit(const struct dp *dp, void (*fn)(void *ctx, const struct dp_op_snapshot *op),
+		  void *ctx);
+/* Calls fn with each kind of staging buffer: how many are registered, and their bytes. */
+void dp_buffer_kinds_visit(const struct dp *dp,
+			   void (*fn)(void *ctx, const char *kind, uint64_t count, uint64_t bytes),
+			   void *ctx);
+
 /* Calls fn for each registered buffer (loop thread). */
 void dp_buffers_foreach(const struct dp *dp,
 			void (*fn)(uint32_t index, const struct stbuf *b, pid_t pid, void *ctx),

@@ -121,8 +121,4 @@ struct dp_stats {
 	DP_TOTALS(STAT_LIVE_FIELD)
 };
 
-/* Calls fn with each stat of DP_TOTALS, or of DP_REJECTS, and its value now (any thread). */
-void dp_totals_visit(const struct dp_stats *st, stat_visit_fn fn, void *ctx);
-void dp_rejects_visit(const struct dp_stats *st, stat_visit_fn fn, void *ctx);
-
 #endif

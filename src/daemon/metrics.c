@@ -12,14 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dp.h"
+#include "dataplane.h"
 #include "gpu.h"
 #include "kvtier/kvtier.h"
 #include "l1.h"
 #include "metrics.h"
 #include "tiers.h"
 
-#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
 static void family(FILE *f, const char *name, const char *type, const char *help)
 {
@@ -91,61 +90,66 @@ static void render_tables(FILE *f, const struct l1 *l1, const struct tiers *tier
 	l1_stats_visit(l1, gather, &t);
 	for (unsigned i = 0; i < tiers->nlower; i++)
 		tiers_stats_visit(tiers->lower[i], gather, &t);
-	dp_totals_visit(&dp->stats, gather, &t);
-	dp_rejects_visit(&dp->stats, gather, &t);
+	dp_totals_visit(dp, gather, &t);
+	dp_rejects_visit(dp, gather, &t);
 	gpu_stats_visit(gather, &t);
 	render_table_samples(f, &t);
 }
 
-static void render_histograms(FILE *f, const struct dp_stats *st)
+static void op_histogram(void *ctx, const struct dp_op_snapshot *op)
 {
 	static const double bounds[DP_HIST_BUCKETS - 1] = DP_HIST_BOUNDS;
-	family(f, "kvtier_op_duration_seconds", "histogram",
-	       "Time from a request's arrival to its reply, by op.");
-#define DP_OP_HIST(name, opcode)                                                          \
-	do {                                                                              \
-		const struct dp_op_stats *o = &st->op_##name;                             \
-		uint64_t cum = 0;                                                         \
-		for (unsigned b = 0; b < DP_HIST_BUCKETS; b++) {                           \
-			cum += LOAD(o->buckets[b]);                                       \
-			if (b + 1 < DP_HIST_BUCKETS)                                      \
-				fprintf(f, "kvtier_op_duration_seconds_bucket{op=\"%s\",le=\"%g\"} %" PRIu64 "\n", \
-					#name, bounds[b], cum);                           \
-			else                                                              \
-				fprintf(f, "kvtier_op_duration_seconds_bucket{op=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", \
-					#name, cum);                                      \
-		}                                                                         \
-		fprintf(f, "kvtier_op_duration_seconds_sum{op=\"%s\"} %.9f\n", #name,      \
-			(double)LOAD(o->sum_ns) / 1e9);                                   \
-		fprintf(f, "kvtier_op_duration_seconds_count{op=\"%s\"} %" PRIu64 "\n", #name, cum); \
-	} while (0);
-	DP_OPS(DP_OP_HIST)
-#undef DP_OP_HIST
-	family(f, "kvtier_op_errors_total", "counter", "Replies with an error status, by op.");
-#define DP_OP_ERR(name, opcode) \
-	sample(f, "kvtier_op_errors_total", "op=\"" #name "\"", LOAD(st->op_##name.errors));
-	DP_OPS(DP_OP_ERR)
-#undef DP_OP_ERR
+	FILE *f = ctx;
+	uint64_t cum = 0;
+	for (unsigned b = 0; b < DP_HIST_BUCKETS; b++) {
+		cum += op->buckets[b];
+		if (b + 1 < DP_HIST_BUCKETS)
+			fprintf(f, "kvtier_op_duration_seconds_bucket{op=\"%s\",le=\"%g\"} %" PRIu64 "\n",
+				op->name, bounds[b], cum);
+		else
+			fprintf(f, "kvtier_op_duration_seconds_bucket{op=\"%s\",le=\"+Inf\"} %" PRIu64 "\n",
+				op->name, cum);
+	}
+	fprintf(f, "kvtier_op_duration_seconds_sum{op=\"%s\"} %.9f\n", op->name,
+		(double)op->sum_ns / 1e9);
+	fprintf(f, "kvtier_op_duration_seconds_count{op=\"%s\"} %" PRIu64 "\n", op->name, cum);
 }
 
-/* One sample of name per buffer kind, from a gauge array indexed by kind. */
-static void samples_by_kind(FILE *f, const char *name, const _Atomic uint64_t *gauges)
+static void op_errors(void *ctx, const struct dp_op_snapshot *op)
 {
-	for (uint32_t k = KVT_BUFFER_SHM; k < BUFFER_KINDS; k++) {
-		char label[32];
-		snprintf(label, sizeof(label), "kind=\"%s\"", buffers_kind_name(k));
-		sample(f, name, label, LOAD(gauges[k]));
-	}
+	char label[32];
+	snprintf(label, sizeof(label), "op=\"%s\"", op->name);
+	sample(ctx, "kvtier_op_errors_total", label, op->errors);
+}
+
+static void kind_count(void *ctx, const char *kind, uint64_t count, uint64_t bytes)
+{
+	(void)bytes;
+	char label[32];
+	snprintf(label, sizeof(label), "kind=\"%s\"", kind);
+	sample(ctx, "kvtier_buffers_registered", label, count);
+}
+
+static void kind_bytes(void *ctx, const char *kind, uint64_t count, uint64_t bytes)
+{
+	(void)count;
+	char label[32];
+	snprintf(label, sizeof(label), "kind=\"%s\"", kind);
+	sample(ctx, "kvtier_buffers_registered_bytes", label, bytes);
 }
 
 static void render_dp(FILE *f, const struct dp *dp)
 {
-	render_histograms(f, &dp->stats);
+	family(f, "kvtier_op_duration_seconds", "histogram",
+	       "Time from a request's arrival to its reply, by op.");
+	dp_ops_visit(dp, op_histogram, f);
+	family(f, "kvtier_op_errors_total", "counter", "Replies with an error status, by op.");
+	dp_ops_visit(dp, op_errors, f);
 	family(f, "kvtier_buffers_registered", "gauge", "Staging buffers registered, by kind.");
-	samples_by_kind(f, "kvtier_buffers_registered", dp->buffers.kind_registered);
+	dp_buffer_kinds_visit(dp, kind_count, f);
 	family(f, "kvtier_buffers_registered_bytes", "gauge",
 	       "Bytes of staging buffers registered, by kind.");
-	samples_by_kind(f, "kvtier_buffers_registered_bytes", dp->buffers.kind_bytes);
+	dp_buffer_kinds_visit(dp, kind_bytes, f);
 }
 
 /* A label value as the text format wants it: backslash, quote and newline escaped. */
