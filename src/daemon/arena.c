@@ -11,8 +11,8 @@
 
 struct arena_region {
 	struct arena_class *cls;    /* NULL while free */
-	struct arena_region *next;  /* in the free list or the class's partial list */
-	struct arena_region *prev;  /* in the class's partial list */
+	SLIST_ENTRY(arena_region) free_link;  /* in the arena's free list */
+	LIST_ENTRY(arena_region) partial_link;  /* or in its class's partial list */
 	uint32_t nslots;
 	uint32_t nfree;             /* entries on the free-slot stack */
 	bool on_partial;
@@ -87,10 +87,8 @@ int arena_init(struct arena *a, uint64_t size, uint64_t region_size, bool hugepa
 	a->base = map_arena(a->size, hugepages, &a->hugepages);
 	if (!a->base)
 		goto nomem;
-	for (uint32_t r = a->nregions; r-- > 0;) {
-		a->regions[r].next = a->free_list;
-		a->free_list = &a->regions[r];
-	}
+	for (uint32_t r = a->nregions; r-- > 0;)
+		SLIST_INSERT_HEAD(&a->free_list, &a->regions[r], free_link);
 	a->free_regions = a->nregions;
 	return 0;
 nomem:
@@ -129,33 +127,23 @@ struct arena_class *arena_class_get(struct arena *a, uint64_t bytes, int *err)
 
 static void partial_push(struct arena_class *c, struct arena_region *reg)
 {
-	reg->prev = NULL;
-	reg->next = c->partial;
-	if (c->partial)
-		c->partial->prev = reg;
-	c->partial = reg;
+	LIST_INSERT_HEAD(&c->partial, reg, partial_link);
 	reg->on_partial = true;
 }
 
-static void partial_remove(struct arena_class *c, struct arena_region *reg)
+static void partial_remove(struct arena_region *reg)
 {
-	if (reg->prev)
-		reg->prev->next = reg->next;
-	else
-		c->partial = reg->next;
-	if (reg->next)
-		reg->next->prev = reg->prev;
-	reg->next = reg->prev = NULL;
+	LIST_REMOVE(reg, partial_link);
 	reg->on_partial = false;
 }
 
 /* Takes a free region for class c and fills its free-slot stack. */
 static struct arena_region *region_assign(struct arena *a, struct arena_class *c)
 {
-	struct arena_region *reg = a->free_list;
+	struct arena_region *reg = SLIST_FIRST(&a->free_list);
 	if (!reg)
 		return NULL;
-	a->free_list = reg->next;
+	SLIST_REMOVE_HEAD(&a->free_list, free_link);
 	a->free_regions--;
 	reg->cls = c;
 	reg->nslots = (uint32_t)(a->region_size / c->slot_size);
@@ -173,29 +161,28 @@ static void region_release(struct arena *a, struct arena_region *reg)
 {
 	struct arena_class *c = reg->cls;
 	if (reg->on_partial)
-		partial_remove(c, reg);
+		partial_remove(reg);
 	c->regions--;
 	reg->cls = NULL;
 	reg->nslots = reg->nfree = 0;
-	reg->next = a->free_list;
-	a->free_list = reg;
+	SLIST_INSERT_HEAD(&a->free_list, reg, free_link);
 	a->free_regions++;
 }
 
 bool arena_can_alloc(const struct arena *a, const struct arena_class *c)
 {
-	return c->partial != NULL || a->free_list != NULL;
+	return !LIST_EMPTY(&c->partial) || !SLIST_EMPTY(&a->free_list);
 }
 
 void *arena_alloc(struct arena *a, struct arena_class *c, void *owner)
 {
-	struct arena_region *reg = c->partial;
+	struct arena_region *reg = LIST_FIRST(&c->partial);
 	if (!reg && !(reg = region_assign(a, c)))
 		return NULL;
 	uint32_t r = region_idx(a, reg);
 	uint32_t slot = region_stack(a, r)[--reg->nfree];
 	if (reg->nfree == 0)
-		partial_remove(c, reg);
+		partial_remove(reg);
 	region_owners(a, r)[slot] = owner;
 	a->used_bytes += c->slot_size;
 	return region_base(a, r) + (uint64_t)slot * c->slot_size;

@@ -11,6 +11,7 @@
 #ifndef KVTD_ARENA_H
 #define KVTD_ARENA_H
 
+#include <sys/queue.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,7 +24,7 @@ struct arena_region;
 struct arena_class {
 	uint64_t slot_size;
 	uint32_t regions;              /* regions currently assigned */
-	struct arena_region *partial;  /* regions of this class with a free slot */
+	LIST_HEAD(, arena_region) partial;  /* regions of this class with a free slot */
 };
 
 struct arena {
@@ -35,7 +36,7 @@ struct arena {
 	uint64_t used_bytes;     /* sum of slot sizes handed out */
 	bool hugepages;          /* the mapping is backed by hugetlb pages */
 	struct arena_region *regions;
-	struct arena_region *free_list;
+	SLIST_HEAD(, arena_region) free_list;
 	uint32_t *slot_stacks;   /* per region, the free-slot stack */
 	void **slot_owners;      /* per region, the owner of each slot */
 	uint32_t max_slots;      /* slots of the smallest class in one region */
