@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/queue.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -28,7 +29,7 @@ enum region_state { REGION_FREE, REGION_OPEN, REGION_SEALED };
 
 struct l2_part {
 	struct l2_item *item;
-	struct l2_part *prev, *next;  /* the parts of its region */
+	LIST_ENTRY(l2_part) link;     /* the parts of its region */
 	uint64_t offset;              /* of its data, in the file */
 	uint64_t checksum;
 	uint32_t length;
@@ -61,9 +62,9 @@ struct l2_region {
 	uint64_t used;                /* bytes from the region's start */
 	uint32_t readers;             /* reads in flight */
 	uint32_t writes;              /* writes in flight */
-	struct l2_part *parts;
+	LIST_HEAD(, l2_part) parts;
 	struct l2_wbuf *wbuf;         /* its bytes in memory while it is filled and written */
-	struct l2_tombstone *tombstones;  /* dropped records whose own write is in flight */
+	LIST_HEAD(, l2_tombstone) tombstones;  /* dropped records whose own write is in flight */
 };
 
 /*
@@ -75,7 +76,7 @@ struct l2_region {
 struct l2_tombstone {
 	uint64_t at;                  /* the header's offset in its region */
 	uint8_t *block;               /* the encoded header, a mapped block */
-	struct l2_tombstone *next;
+	LIST_ENTRY(l2_tombstone) link;
 };
 
 struct l2_wbuf {
@@ -200,24 +201,14 @@ static void part_link(struct l2 *l2, struct l2_item *it, struct l2_part *p, uint
 	p->item = it;
 	p->region = region;
 	it->usage->bytes += l2fmt_record_bytes(p->length);
-	p->prev = NULL;
-	p->next = r->parts;
-	if (r->parts)
-		r->parts->prev = p;
-	r->parts = p;
+	LIST_INSERT_HEAD(&r->parts, p, link);
 }
 
-static void part_unlink(struct l2 *l2, struct l2_part *p)
+static void part_unlink(struct l2_part *p)
 {
 	if (!p->item)
 		return;
-	struct l2_region *r = &l2->regions[p->region];
-	if (p->prev)
-		p->prev->next = p->next;
-	else
-		r->parts = p->next;
-	if (p->next)
-		p->next->prev = p->prev;
+	LIST_REMOVE(p, link);
 	p->item->usage->bytes -= l2fmt_record_bytes(p->length);
 	p->item = NULL;
 }
@@ -225,7 +216,7 @@ static void part_unlink(struct l2 *l2, struct l2_part *p)
 static void item_free(struct l2 *l2, struct l2_item *it)
 {
 	for (uint16_t i = 0; i < it->nparts; i++)
-		part_unlink(l2, &it->parts[i]);
+		part_unlink(&it->parts[i]);
 	usage_remove(l2, it);
 	index_remove(&l2->index, &it->entry);
 	free(it);
@@ -284,8 +275,8 @@ static void region_release_wbuf(struct l2_region *r)
 static uint64_t region_empty(struct l2 *l2, struct l2_region *r)
 {
 	uint64_t items = 0;
-	while (r->parts) {
-		item_drop(l2, r->parts->item);
+	while (!LIST_EMPTY(&r->parts)) {
+		item_drop(l2, LIST_FIRST(&r->parts)->item);
 		items++;
 	}
 	STAT_SUB(l2, used_bytes, r->used);
@@ -335,13 +326,11 @@ static void write_block(struct l2 *l2, struct l2_region *r, uint64_t at, uint8_t
 /* The write of [start, end) of r is done: the tombstones of records in it go out now. */
 static void release_tombstones(struct l2 *l2, struct l2_region *r, uint64_t start, uint64_t end)
 {
-	for (struct l2_tombstone **t = &r->tombstones; *t;) {
-		struct l2_tombstone *ts = *t;
-		if (ts->at < start || ts->at >= end) {
-			t = &ts->next;
+	for (struct l2_tombstone *ts = LIST_FIRST(&r->tombstones), *next; ts; ts = next) {
+		next = LIST_NEXT(ts, link);
+		if (ts->at < start || ts->at >= end)
 			continue;
-		}
-		*t = ts->next;
+		LIST_REMOVE(ts, link);
 		write_block(l2, r, ts->at, ts->block);
 		free(ts);
 	}
@@ -373,19 +362,20 @@ static void write_complete(struct l2_io *io, int res)
 	if (res < 0) {
 		note_error(l2);
 		/* Its items never reached the disk: forget them. */
-		struct l2_part *p = r->parts;
+		struct l2_part *p = LIST_FIRST(&r->parts);
 		while (p) {
-			struct l2_part *next = p->next;
+			struct l2_part *next = LIST_NEXT(p, link);
 			if (record_overlaps(l2, r, p, w->start, w->end)) {
 				item_drop(l2, p->item);
-				next = r->parts; /* the list changed: start over */
+				next = LIST_FIRST(&r->parts); /* the list changed: start over */
 			}
 			p = next;
 		}
 	} else {
 		l2->consecutive_errors = 0;
 		STAT_ADD(l2, bytes_written, w->end - w->start);
-		for (struct l2_part *p = r->parts; p; p = p->next)
+		struct l2_part *p;
+		LIST_FOREACH(p, &r->parts, link)
 			if (p->unwritten && record_overlaps(l2, r, p, w->start, w->end))
 				p->unwritten--;
 	}
@@ -722,7 +712,8 @@ static void read_complete(struct l2_io *io, int res)
 	if (XXH3_64bits(io->buf, rd->length) != rd->checksum) {
 		STAT_ADD(l2, checksum_failures, 1);
 		/* Drop the item the bytes belonged to, if it is still there. */
-		for (struct l2_part *p = rd->region->parts; p; p = p->next) {
+		struct l2_part *p;
+		LIST_FOREACH(p, &rd->region->parts, link) {
 			if (p->offset == io->offset) {
 				item_drop(l2, p->item);
 				break;
@@ -900,8 +891,8 @@ static void invalidate_part(struct l2 *l2, const struct l2_part *p)
 		munmap(block, L2FMT_BLOCK);
 		return;
 	}
-	*ts = (struct l2_tombstone){at, block, r->tombstones};
-	r->tombstones = ts; /* written after the record's own write (write_complete) */
+	*ts = (struct l2_tombstone){.at = at, .block = block};
+	LIST_INSERT_HEAD(&r->tombstones, ts, link); /* written after the record's own write (write_complete) */
 }
 
 uint64_t l2_ns_drop(struct l2 *l2, const struct kvt_ns *ns)
@@ -974,7 +965,7 @@ static void recover_part(struct l2 *l2, struct l2_region *r, const struct l2fmt_
 	if (p->item) {
 		if (l2->regions[p->region].seq > r->seq)
 			return; /* a newer copy is known */
-		part_unlink(l2, p);
+		part_unlink(p);
 	} else {
 		it->nfound++;
 	}
@@ -1010,13 +1001,13 @@ static int recover_region(struct l2 *l2, struct l2_region *r, uint8_t *block)
 static void recover_drop_incomplete(struct l2 *l2)
 {
 	for (uint32_t i = 0; i < l2->nregions; i++) {
-		struct l2_part *p = l2->regions[i].parts;
+		struct l2_part *p = LIST_FIRST(&l2->regions[i].parts);
 		while (p) {
-			struct l2_part *next = p->next;
+			struct l2_part *next = LIST_NEXT(p, link);
 			if (p->item->nfound < p->item->nparts) {
 				STAT_ADD(l2, recovery_dropped, p->item->nfound);
 				item_free(l2, p->item);
-				next = l2->regions[i].parts;
+				next = LIST_FIRST(&l2->regions[i].parts);
 			}
 			p = next;
 		}
@@ -1164,10 +1155,11 @@ void l2_close(struct l2 *l2)
 	l2ring_close(&l2->ring);
 	if (l2->regions) {
 		for (uint32_t i = 0; i < l2->nregions; i++) {
-			while (l2->regions[i].parts)
-				item_free(l2, l2->regions[i].parts->item);
-			for (struct l2_tombstone *t = l2->regions[i].tombstones, *n; t; t = n) {
-				n = t->next; /* none: each went out with its record's write */
+			while (!LIST_EMPTY(&l2->regions[i].parts))
+				item_free(l2, LIST_FIRST(&l2->regions[i].parts)->item);
+			for (struct l2_tombstone *t = LIST_FIRST(&l2->regions[i].tombstones), *n; t;
+			     t = n) {
+				n = LIST_NEXT(t, link); /* none: each went out with its record's write */
 				munmap(t->block, L2FMT_BLOCK);
 				free(t);
 			}
