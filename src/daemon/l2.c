@@ -42,14 +42,14 @@ struct l2_part {
 struct l2_ns_usage {
 	uint64_t digest;
 	uint64_t items, bytes;        /* bytes: of its records, headers and padding included */
-	struct l2_item *oldest, *newest;  /* in the order they came */
-	struct l2_ns_usage *next;     /* hash chain */
+	TAILQ_HEAD(l2_items, l2_item) order;  /* its items in the order they came, oldest first */
+	LIST_ENTRY(l2_ns_usage) chain;    /* its bucket's */
 };
 
 struct l2_item {
 	struct index_entry entry;     /* first: the index hands back this pointer */
 	struct l2_ns_usage *usage;
-	struct l2_item *older, *newer;
+	TAILQ_ENTRY(l2_item) order;   /* in usage->order */
 	uint16_t nparts;
 	uint16_t nfound;              /* recovery only: parts seen */
 	struct l2_part parts[];
@@ -106,17 +106,24 @@ static uint64_t region_base(const struct l2 *l2, const struct l2_region *r)
 
 /* --- per-namespace usage --- */
 
-static struct l2_ns_usage **usage_bucket(const struct l2 *l2, uint64_t digest)
+static struct l2_usage_bucket *usage_bucket(const struct l2 *l2, uint64_t digest)
 {
 	return &l2->usage[digest & (L2_USAGE_BUCKETS - 1)];
 }
 
 static struct l2_ns_usage *usage_find(const struct l2 *l2, uint64_t digest)
 {
-	struct l2_ns_usage *u = *usage_bucket(l2, digest);
-	while (u && u->digest != digest)
-		u = u->next;
-	return u;
+	struct l2_ns_usage *u;
+	LIST_FOREACH(u, usage_bucket(l2, digest), chain)
+		if (u->digest == digest)
+			return u;
+	return NULL;
+}
+
+/* ns's oldest item in L2 (u holds one at least). */
+static struct l2_item *usage_oldest(const struct l2_ns_usage *u)
+{
+	return TAILQ_FIRST(&u->order);
 }
 
 /* Links a new item as its namespace's newest; false without memory. */
@@ -127,38 +134,23 @@ static bool usage_add(struct l2 *l2, struct l2_item *it)
 	if (!u) {
 		if (!(u = calloc(1, sizeof(*u))))
 			return false;
-		struct l2_ns_usage **b = usage_bucket(l2, digest);
-		*u = (struct l2_ns_usage){.digest = digest, .next = *b};
-		*b = u;
+		u->digest = digest;
+		TAILQ_INIT(&u->order);
+		LIST_INSERT_HEAD(usage_bucket(l2, digest), u, chain);
 	}
 	it->usage = u;
-	it->older = u->newest;
-	if (u->newest)
-		u->newest->newer = it;
-	else
-		u->oldest = it;
-	u->newest = it;
+	TAILQ_INSERT_TAIL(&u->order, it, order);
 	u->items++;
 	return true;
 }
 
-static void usage_remove(struct l2 *l2, struct l2_item *it)
+static void usage_remove(struct l2_item *it)
 {
 	struct l2_ns_usage *u = it->usage;
-	if (it->older)
-		it->older->newer = it->newer;
-	else
-		u->oldest = it->newer;
-	if (it->newer)
-		it->newer->older = it->older;
-	else
-		u->newest = it->older;
+	TAILQ_REMOVE(&u->order, it, order);
 	if (--u->items)
 		return;
-	struct l2_ns_usage **p = usage_bucket(l2, u->digest);
-	while (*p != u)
-		p = &(*p)->next;
-	*p = u->next;
+	LIST_REMOVE(u, chain);
 	free(u);
 }
 
@@ -217,7 +209,7 @@ static void item_free(struct l2 *l2, struct l2_item *it)
 {
 	for (uint16_t i = 0; i < it->nparts; i++)
 		part_unlink(&it->parts[i]);
-	usage_remove(l2, it);
+	usage_remove(it);
 	index_remove(&l2->index, &it->entry);
 	free(it);
 }
@@ -521,7 +513,7 @@ static uint64_t drop_to_quota(struct l2 *l2, const struct kvt_ns *ns, uint64_t r
 	struct l2_ns_usage *u;
 	while (ns->l2_quota && (u = usage_find(l2, ns->digest)) &&
 	       u->bytes + room > ns->l2_quota) {
-		item_drop(l2, u->oldest);
+		item_drop(l2, usage_oldest(u));
 		dropped++;
 	}
 	STAT_ADD(l2, items_dropped_quota, dropped);
@@ -900,7 +892,7 @@ uint64_t l2_ns_drop(struct l2 *l2, const struct kvt_ns *ns)
 	uint64_t dropped = 0;
 	struct l2_ns_usage *u;
 	while ((u = usage_find(l2, ns->digest))) {
-		struct l2_item *it = u->oldest;
+		struct l2_item *it = usage_oldest(u);
 		for (uint16_t k = 0; k < it->nparts; k++)
 			invalidate_part(l2, &it->parts[k]);
 		item_drop(l2, it);

@@ -140,7 +140,7 @@ struct l2 {
 	uint32_t nwbufs;
 	uint64_t next_seq;
 	struct index index;
-	struct l2_ns_usage **usage;   /* by namespace digest */
+	LIST_HEAD(l2_usage_bucket, l2_ns_usage) *usage;  /* by namespace digest */
 	uint32_t consecutive_errors;
 	bool probing;                 /* a probe write is in flight */
 	struct l2_stats stats;
