@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include "gpu.h"
 #include "owner_stats.h"
@@ -119,7 +120,7 @@ void gpu_unpin_host(void *base)
 
 /* One mapping, shared by every buffer that names it (IPC) or owned by one (VMM). */
 struct mapping {
-	struct mapping *next;
+	LIST_ENTRY(mapping) link;  /* ipc_mappings (IPC mappings only) */
 	uint32_t kind;
 	int device;
 	unsigned users;
@@ -129,7 +130,8 @@ struct mapping {
 	uint8_t ipc_handle[KVT_IPC_HANDLE_BYTES];       /* IPC: the cache key */
 };
 
-static struct mapping *ipc_mappings; /* open IPC mappings, loop thread */
+/* Open IPC mappings (loop thread). */
+static LIST_HEAD(, mapping) ipc_mappings = LIST_HEAD_INITIALIZER(ipc_mappings);
 
 static void mapping_opened(struct gpu_mem *out, struct mapping *m, uint64_t offset,
 			   uint64_t size)
@@ -179,7 +181,8 @@ int gpu_import_vmm(int fd, const uint8_t uuid[KVT_UUID_BYTES], uint64_t size,
 
 static struct mapping *ipc_find(const uint8_t handle[KVT_IPC_HANDLE_BYTES], int dev)
 {
-	for (struct mapping *m = ipc_mappings; m; m = m->next)
+	struct mapping *m;
+	LIST_FOREACH(m, &ipc_mappings, link)
 		if (m->device == dev && memcmp(m->ipc_handle, handle, KVT_IPC_HANDLE_BYTES) == 0)
 			return m;
 	return NULL;
@@ -214,20 +217,11 @@ static int ipc_open(const uint8_t handle[KVT_IPC_HANDLE_BYTES], int dev, struct 
 	m->base = base;
 	m->size = range_size - ((uintptr_t)base - range_base);
 	memcpy(m->ipc_handle, handle, KVT_IPC_HANDLE_BYTES);
-	m->next = ipc_mappings;
-	ipc_mappings = m;
+	LIST_INSERT_HEAD(&ipc_mappings, m, link);
 	*out = m;
 	return 0;
 }
 
-static void ipc_unlink(struct mapping *m)
-{
-	for (struct mapping **p = &ipc_mappings; *p; p = &(*p)->next)
-		if (*p == m) {
-			*p = m->next;
-			return;
-		}
-}
 
 int gpu_open_ipc(const uint8_t uuid[KVT_UUID_BYTES], const uint8_t handle[KVT_IPC_HANDLE_BYTES],
 		 uint64_t offset, uint64_t size, struct gpu_mem *out)
@@ -245,7 +239,7 @@ int gpu_open_ipc(const uint8_t uuid[KVT_UUID_BYTES], const uint8_t handle[KVT_IP
 	}
 	if (size == 0 || offset > m->size || size > m->size - offset) {
 		if (!m->users) {
-			ipc_unlink(m);
+			LIST_REMOVE(m, link);
 			cudaIpcCloseMemHandle(m->base);
 			free(m);
 		}
@@ -264,7 +258,7 @@ void gpu_close(struct gpu_mem *g)
 		return;
 	gpu_use_device(m->device);
 	if (m->kind == KVT_BUFFER_CUDA_IPC) {
-		ipc_unlink(m);
+		LIST_REMOVE(m, link);
 		cudaIpcCloseMemHandle(m->base);
 	} else {
 		kvt_cudrv_unmap(drv, (CUdeviceptr)(uintptr_t)m->base, m->size);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -31,13 +32,13 @@ struct known_entry {
 	struct index_entry e;
 	uint64_t ranks;
 	uint64_t added_ms;           /* recent set: when; dropped once a walk started after it */
-	struct known_entry *next_all;
+	LIST_ENTRY(known_entry) all_link;  /* k->all */
 };
 
 struct l3_known {
 	struct handoff_item seen;    /* a walk's set, on its way to the loop */
 	struct index ix;
-	struct known_entry *all;     /* every entry, for freeing (recent set) */
+	LIST_HEAD(, known_entry) all;  /* every entry, for freeing (recent set) */
 	struct known_entry *block;   /* one allocation for a walk's set */
 	uint64_t walk_start_ms;      /* a walk's set: when its walk started */
 };
@@ -56,10 +57,9 @@ static void known_free(struct l3_known *k)
 {
 	if (!k)
 		return;
-	for (struct known_entry *e = k->all, *next; e; e = next) {
-		next = e->next_all;
-		if (!k->block)
-			free(e);
+	for (struct known_entry *e = LIST_FIRST(&k->all), *next; e; e = next) {
+		next = LIST_NEXT(e, all_link);
+		free(e);
 	}
 	free(k->block);
 	index_destroy(&k->ix);
@@ -98,8 +98,7 @@ static void known_add(struct l3_known *k, uint64_t digest, const struct kvt_key 
 	if (!e) {
 		if (!(e = calloc(1, sizeof(*e))))
 			return; /* lookups miss it: a recompute, never a fault */
-		e->next_all = k->all;
-		k->all = e;
+		LIST_INSERT_HEAD(&k->all, e, all_link);
 		known_insert(k, e, hash, digest, key);
 	}
 	e->ranks |= rank_bit(rank);
@@ -156,15 +155,12 @@ static struct l3_known *newest_walk(struct l3svc *s)
 /* Drops the recent entries the new walk has seen (added before it started). */
 static void recent_trim(struct l3svc *s, uint64_t walk_start_ms)
 {
-	struct known_entry **link = &s->recent->all;
-	while (*link) {
-		struct known_entry *e = *link;
+	for (struct known_entry *e = LIST_FIRST(&s->recent->all), *next; e; e = next) {
+		next = LIST_NEXT(e, all_link);
 		if (e->added_ms < walk_start_ms) {
-			*link = e->next_all;
+			LIST_REMOVE(e, all_link);
 			index_remove(&s->recent->ix, &e->e);
 			free(e);
-		} else {
-			link = &e->next_all;
 		}
 	}
 }

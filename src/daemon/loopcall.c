@@ -13,7 +13,7 @@ struct loopcall_item {
 	void *arg;
 	int result;
 	bool finished;
-	struct loopcall_item *next;
+	STAILQ_ENTRY(loopcall_item) link;
 };
 
 static void on_calls(struct loop_source *src, uint32_t events)
@@ -23,9 +23,9 @@ static void on_calls(struct loop_source *src, uint32_t events)
 	uint64_t n;
 	(void)!read(src->fd, &n, sizeof(n));
 	pthread_mutex_lock(&lc->lock);
-	while (lc->queue) {
-		struct loopcall_item *it = lc->queue;
-		lc->queue = it->next;
+	struct loopcall_item *it;
+	while ((it = STAILQ_FIRST(&lc->queue))) {
+		STAILQ_REMOVE_HEAD(&lc->queue, link);
 		pthread_mutex_unlock(&lc->lock);
 		int result = it->fn(it->arg);
 		pthread_mutex_lock(&lc->lock);
@@ -43,7 +43,7 @@ int loopcall_open(struct loopcall *lc, struct loop *loop)
 		return -errno;
 	pthread_mutex_init(&lc->lock, NULL);
 	pthread_cond_init(&lc->done, NULL);
-	lc->queue = NULL;
+	STAILQ_INIT(&lc->queue);
 	lc->closed = false;
 	int err = loop_add(loop, &lc->src, EPOLLIN);
 	if (err) {
@@ -59,11 +59,12 @@ void loopcall_shutdown(struct loopcall *lc)
 {
 	pthread_mutex_lock(&lc->lock);
 	lc->closed = true;
-	for (struct loopcall_item *it = lc->queue; it; it = it->next) {
+	struct loopcall_item *it;
+	STAILQ_FOREACH(it, &lc->queue, link) {
 		it->result = -ESHUTDOWN;
 		it->finished = true;
 	}
-	lc->queue = NULL;
+	STAILQ_INIT(&lc->queue);
 	pthread_cond_broadcast(&lc->done);
 	pthread_mutex_unlock(&lc->lock);
 }
@@ -83,11 +84,7 @@ int loopcall_run(struct loopcall *lc, int (*fn)(void *arg), void *arg)
 		pthread_mutex_unlock(&lc->lock);
 		return -ESHUTDOWN;
 	}
-	/* Append, so calls run in the order they came. */
-	struct loopcall_item **tail = &lc->queue;
-	while (*tail)
-		tail = &(*tail)->next;
-	*tail = &it;
+	STAILQ_INSERT_TAIL(&lc->queue, &it, link); /* calls run in the order they came */
 	uint64_t one = 1;
 	(void)!write(lc->src.fd, &one, sizeof(one));
 	while (!it.finished)

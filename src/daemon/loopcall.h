@@ -6,6 +6,7 @@
 #ifndef KVTD_LOOPCALL_H
 #define KVTD_LOOPCALL_H
 
+#include <sys/queue.h>
 #include <pthread.h>
 #include <stdbool.h>
 
@@ -17,7 +18,7 @@ struct loopcall {
 	struct loop_source src;     /* an eventfd in the loop's epoll set */
 	pthread_mutex_t lock;
 	pthread_cond_t done;
-	struct loopcall_item *queue;
+	STAILQ_HEAD(, loopcall_item) queue;  /* calls waiting, in the order they came */
 	bool closed;
 };
 
