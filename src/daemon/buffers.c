@@ -7,11 +7,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "buffers.h"
 #include "owner_stats.h"
 #include "kvtier/protocol.h"
-#include "prefault.h"
+#include "sigbus.h"
 
 
 const char *buffers_kind_name(uint32_t kind)
@@ -29,6 +30,7 @@ const char *buffers_kind_name(uint32_t kind)
 
 int buffers_init(struct buffer_table *t, uint32_t cap)
 {
+	sigbus_guard_install(); /* fault_in touches client pages under it */
 	memset(t, 0, sizeof(*t));
 	t->slots = calloc(cap, sizeof(*t->slots));
 	if (!t->slots)
@@ -90,15 +92,31 @@ static int fill_slot(struct buffer_table *t, uint32_t slot, const struct stbuf *
 	return (int)slot;
 }
 
+/*
+ * Faults a client's mapping in: registration is once, faults on the copy
+ * path are every time. The file may shrink meanwhile (a path buffer cannot
+ * be sealed): the kernel's populate then fails with EFAULT, and the touch
+ * runs under the SIGBUS guard, so the registration fails, never the daemon.
+ */
+static int fault_in(void *base, uint64_t size)
+{
+	if (madvise(base, size, MADV_POPULATE_WRITE) && errno == EFAULT)
+		return -EINVAL; /* shrank under the populate (other errors: an older kernel) */
+	return sigbus_guarded_touch(base, size) ? -EINVAL : 0;
+}
+
 /* Maps fd and fills the slot; the caller has checked the file. */
 static int map_into(struct buffer_table *t, uint32_t slot, int fd, uint64_t size,
 		    uint64_t session, pid_t pid)
 {
-	/* Populate now: registration is once, faults on the copy path are every time. */
-	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED)
 		return -errno;
-	prefault_touch(base, size);
+	int err = fault_in(base, size);
+	if (err) {
+		munmap(base, size);
+		return err;
+	}
 	return fill_slot(t, slot, &(struct stbuf){.session = session, .pid = pid,
 						  .kind = KVT_BUFFER_SHM, .base = base,
 						  .size = size});
@@ -126,11 +144,12 @@ static bool big_enough(int fd, uint64_t size)
 static int register_memfd(struct buffer_table *t, uint64_t session, int fd, uint64_t size)
 {
 	uint32_t slot;
-	if (!big_enough(fd, size))
-		return -EINVAL;
-	int err = free_slot_for(t, session, &slot);
+	/* Sealed first, then measured: a client cannot shrink it between the two. */
+	int err = seal_against_shrink(fd);
+	if (!err && !big_enough(fd, size))
+		err = -EINVAL;
 	if (!err)
-		err = seal_against_shrink(fd);
+		err = free_slot_for(t, session, &slot);
 	return err ? err : map_into(t, slot, fd, size, session, 0);
 }
 

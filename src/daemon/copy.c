@@ -2,8 +2,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <setjmp.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +10,7 @@
 
 #include "copy.h"
 #include "prefault.h"
+#include "sigbus.h"
 
 void copy_batch_finish_one(struct copy_engine *e, struct copy_batch *b)
 {
@@ -51,45 +50,6 @@ struct copy_batch *copy_engine_reap(struct copy_engine *e)
 }
 
 /*
- * The SIGBUS guard. Written by hand because no library here offers it: the
- * only way to survive a page that vanished under memcpy is to jump out of
- * the signal handler. Set only around a copy, on the thread doing it.
- */
-/* volatile: the compiler must not drop or move the stores around memcpy,
- * which it would otherwise see as dead (nothing it knows of reads them). */
-static __thread sigjmp_buf *volatile copy_guard;
-
-static void on_sigbus(int sig, siginfo_t *si, void *uctx)
-{
-	(void)si;
-	(void)uctx;
-	if (copy_guard)
-		siglongjmp(*copy_guard, 1);
-	signal(sig, SIG_DFL); /* not a guarded copy: die as without the handler */
-	raise(sig);
-}
-
-static void install_sigbus_guard(void)
-{
-	struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_NODEFER};
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGBUS, &sa, NULL);
-}
-
-static int guarded_copy(void *dst, const void *src, size_t len)
-{
-	sigjmp_buf env;
-	if (sigsetjmp(env, 0)) {
-		copy_guard = NULL;
-		return -EFAULT;
-	}
-	copy_guard = &env;
-	memcpy(dst, src, len);
-	copy_guard = NULL;
-	return 0;
-}
-
-/*
  * Copy threads run below the event loop's priority: when both CPUs of a
  * small machine are busy copying, a woken loop (or client) thread must get a
  * CPU at once to queue the next copy, or the other copy thread runs dry.
@@ -115,7 +75,7 @@ static void *host_worker(void *arg)
 		e->head = (e->head + 1) % e->ring_cap;
 		e->count--;
 		pthread_mutex_unlock(&e->lock);
-		if (guarded_copy(c.dst, c.src, c.len))
+		if (sigbus_guarded_copy(c.dst, c.src, c.len))
 			atomic_store(&c.batch->failed, -EFAULT);
 		copy_batch_finish_one(e, c.batch);
 	}
@@ -146,7 +106,7 @@ static void host_push(struct copy_engine *e, const struct copy_chunk *c)
 	pthread_mutex_lock(&e->lock);
 	if (e->count == e->ring_cap && !ring_grow(e)) {
 		pthread_mutex_unlock(&e->lock);
-		if (guarded_copy(c->dst, c->src, c->len))
+		if (sigbus_guarded_copy(c->dst, c->src, c->len))
 			atomic_store(&c->batch->failed, -EFAULT);
 		copy_batch_finish_one(e, c->batch);
 		return;
@@ -190,7 +150,7 @@ static const struct copy_engine_ops host_ops = {
 
 int copy_engine_host_init(struct copy_engine *e, unsigned nthreads, size_t chunk_bytes)
 {
-	install_sigbus_guard();
+	sigbus_guard_install();
 	if (copy_engine_base_init(e, &host_ops))
 		return -ENOMEM;
 	e->chunk_bytes = chunk_bytes;
