@@ -581,7 +581,7 @@ static int register_failed(int rc, bool ipc, struct api_error *err)
 		return api_fail(err, 400, "invalid_field",
 			    "path: must name a regular file directly under /dev/shm/ (no link) "
 			    "of at least size bytes");
-	if (rc == -ENOENT || rc == -EACCES)
+	if (rc == -ENOENT || rc == -EACCES || rc == -EISDIR || rc == -ENAMETOOLONG || rc == -ENOTDIR)
 		return api_fail(err, 400, "invalid_field", "path: %s", kvt_strerror(rc));
 	if (rc == -ENOSPC)
 		return api_fail(err, 409, "too_many_buffers", "the buffer table is full");

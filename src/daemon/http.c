@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -96,6 +97,16 @@ static enum MHD_Result respond_web(struct MHD_Connection *conn, const struct htt
 	enum MHD_Result ret = MHD_queue_response(conn, fresh ? MHD_HTTP_NOT_MODIFIED : MHD_HTTP_OK, r);
 	MHD_destroy_response(r);
 	return ret;
+}
+
+/* "application/json", any case, alone or with parameters ("; charset=utf-8"). */
+static bool is_json_type(const char *ct)
+{
+	static const char json[] = "application/json";
+	if (!ct || strncasecmp(ct, json, sizeof(json) - 1) != 0)
+		return false;
+	char next = ct[sizeof(json) - 1];
+	return next == '\0' || next == ';' || next == ' ' || next == '\t';
 }
 
 /* A lower tier's part of a probe's answer, from its summary. */
@@ -265,7 +276,7 @@ static enum MHD_Result handle_v1(struct MHD_Connection *conn, struct http_server
 		if (req->len) {
 			const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 								     MHD_HTTP_HEADER_CONTENT_TYPE);
-			if (!ct || strncmp(ct, "application/json", 16) != 0)
+			if (!is_json_type(ct))
 				return respond_error(conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
 						     "unsupported_media_type",
 						     "send the body as application/json");

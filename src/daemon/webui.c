@@ -67,7 +67,9 @@ int webui_open(const char *dir, const char *url, struct webui_file *out)
 		return -ENOENT;
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* No link is followed (a symlink could name any file) and nothing blocks the HTTP
+	 * thread (a FIFO would, until a writer came): regular files only. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		if (fd >= 0)

@@ -24,8 +24,9 @@ const char *webui_find_dir(const char *configured);
 
 /*
  * Opens the file url names ("/" is index.html) in dir. Only plain names of
- * the directory itself ([A-Za-z0-9._-], not starting with a dot) are served.
- * 0, or -ENOENT.
+ * the directory itself ([A-Za-z0-9._-], not starting with a dot) that are
+ * regular files, not links, are served; opening never blocks (a FIFO is
+ * refused at once). 0, or -ENOENT.
  */
 int webui_open(const char *dir, const char *url, struct webui_file *out);
 

@@ -85,6 +85,10 @@ req PUT /v1/policy '[1]'
 expect "a non-object body is 400" 400 'the body must be a JSON object'
 req PUT /v1/policy '{"mode":"l1-only"}' text/plain
 expect "a wrong media type is 415" 415 'unsupported_media_type'
+req PUT /v1/policy '{"mode":"l1-only"}' application/jsonx
+expect "a media type that only begins with application/json is 415" 415 'unsupported_media_type'
+req PUT /v1/policy '{"lease_max_ms": 5000}' 'Application/JSON; charset=utf-8'
+expect "application/json with a parameter, any case, is JSON" 200 '"lease_max_ms":5000'
 head -c 70000 /dev/zero | tr '\0' ' ' >"$TMP/big"
 req PUT /v1/policy "$(cat "$TMP/big")"
 expect "a body over 64 KiB is 413" 413 'body_too_large'
@@ -138,6 +142,14 @@ req PUT /v1/buffers '{}'
 expect "PUT /v1/buffers is 405" 405 'use GET or POST'
 req POST /v1/buffers '{}'
 expect "POST /v1/buffers without a kind is 400" 400 'kind: must be'
+# A path the file system refuses is the client's error, never a 500 (issue 36, item 19).
+LONG=$(printf 'n%.0s' $(seq 300))
+req POST /v1/buffers "{\"kind\":\"shm\",\"path\":\"/dev/shm/$LONG\",\"size\":4096,\"pid\":$$}"
+expect "POST /v1/buffers with a name too long is 400" 400 '"code":"invalid_field","message":"path: '
+SHMDIR=$(mktemp -d /dev/shm/kvtier-api-dir.XXXXXX)
+req POST /v1/buffers "{\"kind\":\"shm\",\"path\":\"$SHMDIR\",\"size\":4096,\"pid\":$$}"
+rmdir "$SHMDIR"
+expect "POST /v1/buffers naming a directory is 400" 400 '"code":"invalid_field","message":"path: '
 req POST /v1/buffers '{"kind":"cuda_ipc","handle":"AAAA","size":4096,"device":"GPU-00000000-0000-0000-0000-000000000000","pid":1}'
 expect "a cuda_ipc handle that is not 128 hex digits is 400" 400 '{"error":{"code":"invalid_field","message":"handle:'
 req POST /v1/buffers '{"kind":"cuda_ipc","handle":"00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000","size":4096,"device":"0","pid":1}'
