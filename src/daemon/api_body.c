@@ -184,10 +184,13 @@ static int take_bytes(json_t *obj, const char *key, bool *set, uint64_t *out,
 		*out = (uint64_t)json_integer_value(v);
 		return 0;
 	}
-	if (json_is_string(v) && kvt_parse_size(json_string_value(v), out) == 0)
+	/* At most INT64_MAX: what is set is echoed as a JSON integer. */
+	if (json_is_string(v) && kvt_parse_size(json_string_value(v), out) == 0 &&
+	    *out <= INT64_MAX)
 		return 0;
 	return api_fail(err, 400, "invalid_field",
-			"%s: must be bytes (an integer >= 0) or a size such as \"4GiB\"; 0 removes the quota",
+			"%s: must be bytes (an integer >= 0, at most 2^63 - 1) or a size such as "
+			"\"4GiB\"; 0 removes the quota",
 			key);
 }
 

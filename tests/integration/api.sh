@@ -102,6 +102,8 @@ req GET /v1/namespaces
 expect "the bench's namespace is listed" 200 '"model":"kvtier-bench-1048576","salt":"","block_bytes":1048576,"tp_size":1,"connections":0,"l1_items":16,"l1_bytes":16777216,"l1_quota_bytes":0,"l1_quota_evictions":0}]}'
 req PUT /v1/namespaces/1 '{"l1_quota_bytes": "14MiB"}'
 expect "PUT a namespace's L1 quota evicts down to it" 200 '"l1_items":14,"l1_bytes":14680064,"l1_quota_bytes":14680064,"l1_quota_evictions":2'
+req PUT /v1/namespaces/1 '{"l1_quota_bytes": "18446744073709551615"}'
+expect "a quota past 2^63 - 1 is 400, never echoed negative" 400 'l1_quota_bytes: must be bytes'
 req PUT /v1/namespaces/1 '{"l1_quota_bytes": 4095}'
 expect "a quota under one slot is 400" 400 'l1_quota_bytes: 4095 is less than one block slot (1048576 bytes)'
 req PUT /v1/namespaces/1 '{"l1_quota_bytes": "lots"}'
