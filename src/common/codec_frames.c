@@ -16,6 +16,37 @@ int frame_check_header(const struct wire_hdr *h)
 }
 
 /* A name of len bytes from r into out; no NUL bytes inside. */
+/*
+ * Whether p[0, len) is UTF-8 (RFC 3629: no overlong forms, no surrogates, at
+ * most U+10FFFF). Written by hand: the codec is shared with libkvtier, which
+ * links no library that exports a check.
+ */
+static bool utf8_valid(const uint8_t *p, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		uint8_t c = p[i];
+		size_t n = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : (c & 0xf0) == 0xe0 ? 2
+			 : c >= 0xf0 && c <= 0xf4 ? 3 : 9;
+		if (n == 9 || i + n >= len + (n ? 0 : 1))
+			return false;
+		uint8_t lo = 0x80, hi = 0xbf; /* the second byte's range */
+		if (c == 0xe0)
+			lo = 0xa0;
+		else if (c == 0xed)
+			hi = 0x9f;
+		else if (c == 0xf0)
+			lo = 0x90;
+		else if (c == 0xf4)
+			hi = 0x8f;
+		for (size_t k = 1; k <= n; k++)
+			if (p[i + k] < (k == 1 ? lo : 0x80) || p[i + k] > (k == 1 ? hi : 0xbf))
+				return false;
+		i += n + 1;
+	}
+	return true;
+}
+
+/* A name: UTF-8 with no NUL, at most KVT_MAX_NAME bytes. */
 static int take_name(struct wire_rd *r, uint16_t len, char *out)
 {
 	if (len > KVT_MAX_NAME)
@@ -23,7 +54,7 @@ static int take_name(struct wire_rd *r, uint16_t len, char *out)
 	const uint8_t *p = wire_take(r, len);
 	if (!p)
 		return -EBADMSG;
-	if (memchr(p, '\0', len))
+	if (memchr(p, '\0', len) || !utf8_valid(p, len))
 		return -EINVAL;
 	memcpy(out, p, len);
 	out[len] = '\0';

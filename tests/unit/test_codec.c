@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "codec.h"
@@ -42,6 +43,34 @@ static void test_hello_round_trip(void **state)
 	in.rank = 4;                                                      /* rank >= tp_size */
 	n = frame_encode_hello(p, &in);
 	assert_int_equal(frame_decode_hello(p, n, &out), -EINVAL);
+}
+
+/* Names are UTF-8: what is not could not be listed or exported (issue 36, item 19). */
+static void test_hello_names_are_utf8(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *name;
+		int ok;
+	} cases[] = {
+		{"qwen3-8b", 1}, {"mod\xc3\xa9le", 1}, {"\xe4\xb8\xad\xf0\x9f\x98\x80", 1},
+		{"\xff", 0}, {"a\x80", 0}, {"\xc0\xaf", 0} /* overlong */, {"\xe0\x80\xaf", 0},
+		{"\xed\xa0\x80", 0} /* a surrogate */, {"\xf4\x90\x80\x80", 0} /* past U+10FFFF */,
+		{"\xc3", 0} /* cut short */, {"\xe4\xb8", 0},
+	};
+	uint8_t p[KVT_HELLO_BYTES + 2 * KVT_MAX_NAME];
+	struct frame_hello out;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct frame_hello h = {.version = KVT_PROTO_VERSION, .tp_size = 1,
+					.block_bytes = 4096};
+		snprintf(h.model, sizeof(h.model), "%s", cases[i].name); /* as the model */
+		size_t n = frame_encode_hello(p, &h);
+		assert_int_equal(frame_decode_hello(p, n, &out), cases[i].ok ? 0 : -EINVAL);
+		snprintf(h.model, sizeof(h.model), "m"); /* as the salt */
+		snprintf(h.salt, sizeof(h.salt), "%s", cases[i].name);
+		n = frame_encode_hello(p, &h);
+		assert_int_equal(frame_decode_hello(p, n, &out), cases[i].ok ? 0 : -EINVAL);
+	}
 }
 
 static void test_register_round_trip_every_kind(void **state)
@@ -233,6 +262,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hello_round_trip),
+		cmocka_unit_test(test_hello_names_are_utf8),
 		cmocka_unit_test(test_register_round_trip_every_kind),
 		cmocka_unit_test(test_small_requests_round_trip),
 		cmocka_unit_test(test_lookup_and_blocks_round_trip),
