@@ -235,7 +235,7 @@ function fmtQuota(quota, used) {
 }
 
 function renderNamespaces(list) {
-  const rows = list.namespaces.map((n) => [String(n.id), n.model, n.salt || "–",
+  const rows = list.namespaces.map((n) => [String(n.id), n.model, n.salted ? "yes" : "no",
     fmtBytes(n.block_bytes), String(n.tp_size), fmtInt(n.l1_items), fmtBytes(n.l1_bytes),
     fmtQuota(n.l1_quota_bytes, n.l1_bytes), fmtBytes(n.l2_bytes || 0),
     fmtQuota(n.l2_quota_bytes || 0, n.l2_bytes || 0)]);

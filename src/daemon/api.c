@@ -336,9 +336,12 @@ static int get_list(struct http_ctx *ctx, const char *name,
 /* One namespace as GET /v1/namespaces and PUT /v1/namespaces/{id} show it (loop thread). */
 static json_t *namespace_json(struct http_ctx *ctx, const struct kvt_ns *ns)
 {
-	json_t *o = json_pack("{s:I,s:s,s:s,s:I,s:i,s:I}", "id", (json_int_t)ns->id, "model",
-			      ns->model, "salt", ns->salt, "block_bytes",
-			      (json_int_t)ns->block_bytes, "tp_size", (int)ns->tp_size,
+	/* The salt is never shown: it is all a client needs to join the namespace. */
+	char digest[17];
+	snprintf(digest, sizeof(digest), "%016llx", (unsigned long long)ns->digest);
+	json_t *o = json_pack("{s:I,s:s,s:b,s:s,s:I,s:i,s:I}", "id", (json_int_t)ns->id, "model",
+			      ns->model, "salted", ns->salt[0] != '\0', "digest", digest,
+			      "block_bytes", (json_int_t)ns->block_bytes, "tp_size", (int)ns->tp_size,
 			      "connections", (json_int_t)dp_ns_connections(ctx->dp, ns));
 	json_object_update_new(o, json_pack("{s:I,s:I,s:I,s:I}", "l1_items",
 					    (json_int_t)ns->l1_items, "l1_bytes",

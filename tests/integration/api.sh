@@ -99,7 +99,8 @@ expect "refused changes changed nothing" 200 '"high_watermark":0.8,"low_watermar
 "$KVTIER_BENCH" --socket "$TMP/run/kvtierd.sock" --blocks 8 --block-size 1MiB >"$TMP/bench.out" 2>&1
 check "traffic for the eviction tests" grep -q "verified: every byte" "$TMP/bench.out"
 req GET /v1/namespaces
-expect "the bench's namespace is listed" 200 '"model":"kvtier-bench-1048576","salt":"","block_bytes":1048576,"tp_size":1,"connections":0,"l1_items":16,"l1_bytes":16777216,"l1_quota_bytes":0,"l1_quota_evictions":0}]}'
+expect "the bench's namespace is listed, salted or not, never its salt" 200 '"model":"kvtier-bench-1048576","salted":false,"digest":"'
+expect "the bench's namespace's numbers" 200 '"block_bytes":1048576,"tp_size":1,"connections":0,"l1_items":16,"l1_bytes":16777216,"l1_quota_bytes":0,"l1_quota_evictions":0}]}'
 req PUT /v1/namespaces/1 '{"l1_quota_bytes": "14MiB"}'
 expect "PUT a namespace's L1 quota evicts down to it" 200 '"l1_items":14,"l1_bytes":14680064,"l1_quota_bytes":14680064,"l1_quota_evictions":2'
 req PUT /v1/namespaces/1 '{"l1_quota_bytes": "18446744073709551615"}'
