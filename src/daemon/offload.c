@@ -3,9 +3,7 @@
 
 #include <errno.h>
 #include <stddef.h>
-#include <stdint.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "offload.h"
 

@@ -151,10 +151,9 @@ int tiers_read_begin(struct tiers *s, unsigned *from, const struct kvt_ns *ns,
 {
 	for (unsigned i = *from; i < s->nlower; i++) {
 		struct tier *t = s->lower[i];
-		if (tiers_reads_through(s, t) && t->ops->read_begin(t, ns, key, rank, rd) == 0) {
-			*from = i;
+		*from = i; /* set first: rd's target and done may run inside read_begin */
+		if (tiers_reads_through(s, t) && t->ops->read_begin(t, ns, key, rank, rd) == 0)
 			return 0;
-		}
 	}
 	return -ENOENT;
 }

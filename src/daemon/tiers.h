@@ -74,7 +74,8 @@ int tiers_lookup(struct tiers *s, const struct kvt_ns *ns, const struct kvt_key 
 bool tiers_reads_through(const struct tiers *s, struct tier *t);
 /*
  * Reads a part L1 misses from the first lower tier, from index *from on,
- * that reads through and holds it: 0 with *from its index (rd->done runs),
+ * that reads through and holds it: 0 with *from its index (rd->done runs;
+ * *from is the tier's already when rd's callbacks run inside read_begin),
  * or -ENOENT when none holds it.
  */
 int tiers_read_begin(struct tiers *s, unsigned *from, const struct kvt_ns *ns,
