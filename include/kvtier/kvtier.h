@@ -130,6 +130,13 @@ KVT_API int kvt_client_open(const struct kvt_client_options *opts, struct kvt_cl
 /* Closes every lane; the daemon releases the client's buffers and leases. */
 KVT_API void kvt_client_close(struct kvt_client *c);
 KVT_API unsigned kvt_client_lanes(const struct kvt_client *c);
+/*
+ * The client's session secret as 16 hex digits and a NUL (buf of at least
+ * 17 bytes): what POST /v1/buffers names as "session" so a file registered
+ * by path belongs to this client. It lets its holder act as this client:
+ * hand it only to the daemon's admin. -ENOSPC when buflen < 17.
+ */
+KVT_API int kvt_client_session(const struct kvt_client *c, char *buf, size_t buflen);
 
 /*
  * Registers a memfd of at least size bytes as a staging buffer; *index names

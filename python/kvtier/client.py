@@ -167,6 +167,15 @@ class Client:
     def lanes(self):
         return lib.kvt_client_lanes(self._c)
 
+    @property
+    def session(self) -> str:
+        """The session secret (16 hex digits) that POST /v1/buffers names as "session"
+        to give this client a file registered by path. Whoever holds it can act as
+        this client: hand it only to the daemon's admin."""
+        buf = ctypes.create_string_buffer(17)
+        check(lib.kvt_client_session(self._c, buf, len(buf)), "kvt_client_session")
+        return buf.value.decode()
+
     def ping(self):
         check(lib.kvt_ping(self._c), "PING")
 

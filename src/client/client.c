@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -333,6 +334,14 @@ void kvt_client_close(struct kvt_client *c)
 unsigned kvt_client_lanes(const struct kvt_client *c)
 {
 	return c->nlanes;
+}
+
+int kvt_client_session(const struct kvt_client *c, char *buf, size_t buflen)
+{
+	if (buflen < 17)
+		return -ENOSPC;
+	snprintf(buf, buflen, "%016llx", (unsigned long long)c->session);
+	return 0;
 }
 
 int kvt__lane_fd(struct kvt_client *c, unsigned lane)

@@ -551,6 +551,7 @@ struct buffer_call {
 	struct http_ctx *ctx;
 	struct api_buffer b;
 	uint32_t index;
+	uint64_t owner;  /* the session's id, when the body named one by its secret */
 };
 
 static int register_on_loop(void *arg)
@@ -561,7 +562,7 @@ static int register_on_loop(void *arg)
 				   .offset = bc->b.offset};
 	memcpy(spec.device_uuid, bc->b.device_uuid, sizeof(spec.device_uuid));
 	memcpy(spec.ipc_handle, bc->b.handle, sizeof(spec.ipc_handle));
-	return buffers_register(&bc->ctx->dp->buffers, &(struct buffer_user){0, bc->b.pid}, &spec);
+	return dp_register_buffer(bc->ctx->dp, bc->b.session, bc->b.pid, &spec, &bc->owner);
 }
 
 static int unregister_on_loop(void *arg)
@@ -586,6 +587,8 @@ static int register_failed(int rc, bool ipc, struct api_error *err)
 			    "of at least size bytes");
 	if (rc == -ENOENT || rc == -EACCES || rc == -EISDIR || rc == -ENAMETOOLONG || rc == -ENOTDIR)
 		return api_fail(err, 400, "invalid_field", "path: %s", kvt_strerror(rc));
+	if (rc == -ESRCH)
+		return api_fail(err, 400, "invalid_field", "session: no client has this session");
 	if (rc == -ENOSPC)
 		return api_fail(err, 409, "too_many_buffers", "the buffer table is full");
 	return api_fail(err, 500, "internal", "cannot map the buffer: %s", kvt_strerror(rc));
@@ -601,6 +604,11 @@ static int post_buffer(struct http_ctx *ctx, json_t *body, json_t **out, struct 
 		return register_failed(rc, bc.b.ipc, err);
 	*out = json_pack("{s:i,s:s,s:I,s:I}", "index", rc, "kind", bc.b.ipc ? "cuda_ipc" : "shm",
 			 "pid", (json_int_t)bc.b.pid, "size_bytes", (json_int_t)bc.b.size);
+	if (bc.b.session) { /* its id, as the listing shows it: never the secret */
+		char owner[17];
+		snprintf(owner, sizeof(owner), "%016llx", (unsigned long long)bc.owner);
+		json_object_set_new(*out, "owner", json_string(owner));
+	}
 	return 0;
 }
 

@@ -226,28 +226,56 @@ static int take_ipc_fields(json_t *body, struct api_buffer *b, struct api_error 
 	return 0;
 }
 
+/* A session secret as libkvtier shows it: 16 hex digits, not 0. */
+static bool parse_session(const char *text, uint64_t *out)
+{
+	if (!text || strlen(text) != 16 || strspn(text, "0123456789abcdefABCDEF") != 16)
+		return false;
+	*out = strtoull(text, NULL, 16);
+	return *out != 0;
+}
+
+/* The owner: "pid" (a process kvtierd can see) or "session" (a client's secret), one of them. */
+static int take_owner(json_t *body, struct api_buffer *b, struct api_error *err)
+{
+	json_t *pid = json_object_get(body, "pid"), *session = json_object_get(body, "session");
+	if (pid && session)
+		return api_fail(err, 400, "invalid_field",
+				"session: name the owner by pid or by session, not both");
+	if (session) {
+		if (!parse_session(json_string_value(session), &b->session))
+			return api_fail(err, 400, "invalid_field",
+					"session: must be a client's session secret, 16 hex digits "
+					"(kvt_client_session)");
+		return 0;
+	}
+	if (!json_is_integer(pid) || json_integer_value(pid) <= 0 ||
+	    json_integer_value(pid) > INT32_MAX)
+		return api_fail(err, 400, "invalid_field",
+				"pid: must be the id of the process that will use the buffer "
+				"(or name its client by \"session\")");
+	b->pid = (pid_t)json_integer_value(pid);
+	return 0;
+}
+
 int api_parse_buffer(json_t *body, struct api_buffer *b, struct api_error *err)
 {
-	static const char *const keys[] = {"kind", "path", "size", "pid", "handle", "device",
-					   "offset", NULL};
+	static const char *const keys[] = {"kind", "path", "size", "pid", "session", "handle",
+					   "device", "offset", NULL};
 	if (need_object(body, err) || api_only_keys(body, "", keys, err))
 		return -1;
 	const char *kind = json_string_value(json_object_get(body, "kind"));
 	b->ipc = kind && strcmp(kind, "cuda_ipc") == 0;
 	if (!kind || (!b->ipc && strcmp(kind, "shm") != 0))
 		return api_fail(err, 400, "invalid_field", "kind: must be \"shm\" or \"cuda_ipc\"");
-	json_t *path = json_object_get(body, "path"), *size = json_object_get(body, "size"),
-	       *pid = json_object_get(body, "pid");
+	json_t *path = json_object_get(body, "path"), *size = json_object_get(body, "size");
 	if (!b->ipc && !json_is_string(path))
 		return api_fail(err, 400, "invalid_field", "path: must be a file under /dev/shm/");
 	if (!json_is_integer(size) || json_integer_value(size) <= 0)
 		return api_fail(err, 400, "invalid_field", "size: must be a positive integer of bytes");
-	if (!json_is_integer(pid) || json_integer_value(pid) <= 0 ||
-	    json_integer_value(pid) > INT32_MAX)
-		return api_fail(err, 400, "invalid_field",
-				"pid: must be the id of the process that will use the buffer");
+	if (take_owner(body, b, err))
+		return -1;
 	b->path = json_string_value(path);
 	b->size = (uint64_t)json_integer_value(size);
-	b->pid = (pid_t)json_integer_value(pid);
 	return b->ipc ? take_ipc_fields(body, b, err) : 0;
 }

@@ -55,7 +55,8 @@ struct api_buffer {
 	bool ipc;
 	const char *path;           /* shm: into body, valid while it lives */
 	uint64_t size;
-	pid_t pid;
+	pid_t pid;                  /* the owner: a process, or (pid 0) ... */
+	uint64_t session;           /* ... the client session with this secret */
 	uint8_t device_uuid[KVT_UUID_BYTES];   /* cuda_ipc */
 	uint8_t handle[KVT_IPC_HANDLE_BYTES];
 	uint64_t offset;

@@ -153,10 +153,11 @@ static int register_memfd(struct buffer_table *t, uint64_t session, int fd, uint
 	return err ? err : map_into(t, slot, fd, size, session, 0);
 }
 
-static int register_path(struct buffer_table *t, pid_t pid, const char *path, uint64_t size)
+static int register_path(struct buffer_table *t, const struct buffer_user *owner,
+			 const char *path, uint64_t size)
 {
 	static const char dir[] = "/dev/shm/";
-	if (pid <= 0 || strncmp(path, dir, sizeof(dir) - 1) != 0 ||
+	if ((!owner->session && owner->pid <= 0) || strncmp(path, dir, sizeof(dir) - 1) != 0 ||
 	    strchr(path + sizeof(dir) - 1, '/') || path[sizeof(dir) - 1] == '\0' ||
 	    strcmp(path + sizeof(dir) - 1, "..") == 0 || strcmp(path + sizeof(dir) - 1, ".") == 0)
 		return -EINVAL;
@@ -164,9 +165,9 @@ static int register_path(struct buffer_table *t, pid_t pid, const char *path, ui
 	if (fd < 0)
 		return errno == ELOOP ? -EINVAL : -errno;
 	uint32_t slot;
-	int err = big_enough(fd, size) ? free_slot_for(t, 0, &slot) : -EINVAL;
+	int err = big_enough(fd, size) ? free_slot_for(t, owner->session, &slot) : -EINVAL;
 	if (!err)
-		err = map_into(t, slot, fd, size, 0, pid);
+		err = map_into(t, slot, fd, size, owner->session, owner->session ? 0 : owner->pid);
 	close(fd);
 	return err;
 }
@@ -194,7 +195,7 @@ int buffers_register(struct buffer_table *t, const struct buffer_user *owner,
 	switch (spec->kind) {
 	case KVT_BUFFER_SHM:
 		if (spec->path)
-			return register_path(t, owner->pid, spec->path, spec->size);
+			return register_path(t, owner, spec->path, spec->size);
 		return spec->fd < 0 ? -EBADF : register_memfd(t, owner->session, spec->fd, spec->size);
 	case KVT_BUFFER_CUDA_VMM:
 		if (spec->fd < 0)

@@ -2,9 +2,11 @@
  * buffers.h — the staging-buffer registry: buffers that clients register
  * once and then name by a small index on every STORE and LOAD.
  *
- * A buffer belongs to the client session that registered it over the data
- * plane, or, when registered by path through the control plane, to a process
- * id; any other client naming its index gets -EPERM. A memfd registered over
+ * A buffer belongs to a client session: the one that registered it over the
+ * data plane, or the one the control plane names by its secret. The control
+ * plane may instead name a process id (where kvtierd sees its clients' pids:
+ * no PID namespace between them); any other client naming its index gets
+ * -EPERM. A memfd registered over
  * the data plane is sealed against shrinking; a /dev/shm file registered by
  * path cannot be, so copies run under the copy engine's SIGBUS guard (copy.h).
  * References keep the mapping alive while copies run, so unregistering (or the
@@ -57,7 +59,7 @@ int buffers_init(struct buffer_table *t, uint32_t cap);
 /* Unmaps everything, in use or not: only when no copy can run. */
 void buffers_destroy(struct buffer_table *t);
 
-/* Who is asking: a client session and its process id. */
+/* Who is asking, or who owns: a client session (its id), else a process id. */
 struct buffer_user {
 	uint64_t session;
 	pid_t pid;

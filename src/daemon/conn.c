@@ -311,8 +311,13 @@ int conn_open(struct dp *dp, int fd)
 	}
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
-		c->pid = cred.pid;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+		int err = -errno; /* an AF_UNIX socket always has them: refuse what cannot be told */
+		close(fd);
+		free(c);
+		return err;
+	}
+	c->peer = (struct peer){.uid = cred.uid, .pid = cred.pid};
 	c->src = (struct loop_source){.fd = fd, .on_event = on_conn_event};
 	c->dp = dp;
 	int err = loop_add(dp->loop, &c->src, EPOLLIN | EPOLLRDHUP);

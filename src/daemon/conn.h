@@ -18,11 +18,11 @@
 
 #include "loop.h"
 #include "ns.h"
+#include "sessions.h"
 
 #define DP_MAX_QUEUED_FDS 4
 
 struct dp;
-struct dp_session;
 
 struct dp_conn {
 	struct loop_source src;
@@ -31,7 +31,7 @@ struct dp_conn {
 	SLIST_ENTRY(dp_conn) dead_link;  /* dp->dead_conns, once retired */
 	struct dp_session *session;  /* set by HELLO */
 	const struct kvt_ns *ns;     /* set by HELLO */
-	pid_t pid;                   /* SO_PEERCRED; 0 when unknown */
+	struct peer peer;            /* SO_PEERCRED; pid 0 when unknown */
 	uint8_t role;
 	uint16_t rank;
 	bool reads_tier3;            /* its HELLO had KVT_HELLO_TIER3 */

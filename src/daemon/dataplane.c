@@ -68,6 +68,20 @@ uint32_t dp_ns_connections(const struct dp *dp, const struct kvt_ns *ns)
 	return ns->dp_conns;
 }
 
+int dp_register_buffer(struct dp *dp, uint64_t session_secret, pid_t pid,
+		       const struct buffer_spec *spec, uint64_t *owner)
+{
+	struct buffer_user user = {0, pid};
+	if (session_secret) {
+		const struct dp_session *s = session_by_secret(dp, session_secret);
+		if (!s)
+			return -ESRCH;
+		user = (struct buffer_user){s->id, 0};
+	}
+	*owner = user.session;
+	return buffers_register(&dp->buffers, &user, spec);
+}
+
 void dp_buffers_foreach(const struct dp *dp,
 			void (*fn)(uint32_t index, const struct stbuf *b, pid_t pid, void *ctx),
 			void *ctx)

@@ -78,6 +78,14 @@ void dp_buffer_kinds_visit(const struct dp *dp,
 			   void *ctx);
 
 /* Calls fn for each registered buffer (loop thread). */
+/*
+ * Registers spec for the control plane (loop thread): owned by the client
+ * session whose secret is session_secret (its id in *owner), or, when that
+ * is 0, by process pid (*owner 0). The index, or -ESRCH (no session has the
+ * secret) or an error of buffers_register.
+ */
+int dp_register_buffer(struct dp *dp, uint64_t session_secret, pid_t pid,
+		       const struct buffer_spec *spec, uint64_t *owner);
 void dp_buffers_foreach(const struct dp *dp,
 			void (*fn)(uint32_t index, const struct stbuf *b, pid_t pid, void *ctx),
 			void *ctx);

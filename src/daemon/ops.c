@@ -76,19 +76,11 @@ static int decode_failed(struct dp *dp, int err)
 
 /* --- HELLO, PING --- */
 
-/* The session a HELLO names (NULL: a new one), or -EPERM for another process's. */
-static int hello_session(struct dp_conn *c, uint64_t id, struct dp_session **out)
+/* The session a HELLO joins with its secret (NULL: 0 asks for a new one), or -EPERM. */
+static int hello_session(struct dp_conn *c, uint64_t secret, struct dp_session **out)
 {
 	*out = NULL;
-	if (!id)
-		return 0;
-	struct dp_session *s = session_find(c->dp, id);
-	if (!s || (s->pid && c->pid && s->pid != c->pid)) {
-		REJECT(c->dp, bad_hello);
-		return -EPERM;
-	}
-	*out = s;
-	return 0;
+	return secret ? session_join(c->dp, secret, &c->peer, out) : 0;
 }
 
 static int op_hello(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *p,
@@ -110,7 +102,7 @@ static int op_hello(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *
 	if ((err = hello_session(c, hello.session, &s)) ||
 	    (err = session_hello_namespace(dp, s, &hello, &ns, &created)))
 		return err;
-	if (!s && !(s = session_new(dp, c->pid))) {
+	if (!s && !(s = session_new(dp, &c->peer))) {
 		ns_reclaim_if_idle(dp, ns);
 		return -ENOMEM;
 	}
@@ -125,7 +117,7 @@ static int op_hello(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *
 	c->hello_done = true;
 	uint8_t *out = conn_reply_begin(c, h->op, h->id, 0, KVT_HELLO_REPLY_BYTES);
 	if (out)
-		reply_encode_hello(out, &(struct reply_hello){s->id, ns->id, KVT_MAX_BLOCKS,
+		reply_encode_hello(out, &(struct reply_hello){s->secret, ns->id, KVT_MAX_BLOCKS,
 							      KVT_MAX_KEYS, KVT_MAX_FRAME_BYTES});
 	return 0;
 }
@@ -190,7 +182,7 @@ static int op_unregister(struct dp_conn *c, const struct wire_hdr *h, const uint
 	int err = frame_decode_u32(p, h->length, &index);
 	if (err)
 		return decode_failed(c->dp, err);
-	struct buffer_user user = {c->session->id, c->pid};
+	struct buffer_user user = {c->session->id, c->peer.pid};
 	err = buffers_unregister(&c->dp->buffers, &user, index);
 	if (err)
 		return count_buffer_error(c->dp, err);
@@ -300,7 +292,7 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 	if (err)
 		return decode_failed(dp, err);
 	struct stbuf *buf;
-	struct buffer_user user = {c->session->id, c->pid};
+	struct buffer_user user = {c->session->id, c->peer.pid};
 	err = buffers_get(&dp->buffers, &user, fb.buffer, &buf);
 	if (err)
 		return count_buffer_error(dp, err);

@@ -12,31 +12,52 @@
 
 /* --- sessions --- */
 
-struct dp_session *session_new(struct dp *dp, pid_t pid)
+/* A random 64-bit value that is never 0 (0 asks HELLO for a new session). */
+static bool random_nonzero(uint64_t *v)
+{
+	if (getrandom(v, sizeof(*v), 0) != sizeof(*v))
+		return false;
+	*v |= 1;
+	return true;
+}
+
+struct dp_session *session_new(struct dp *dp, const struct peer *peer)
 {
 	struct dp_session *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
 	s->leases = calloc(dp->max_leases_per_client, sizeof(*s->leases));
-	if (!s->leases || getrandom(&s->id, sizeof(s->id), 0) != sizeof(s->id)) {
+	if (!s->leases || !random_nonzero(&s->id) || !random_nonzero(&s->secret)) {
 		free(s->leases);
 		free(s);
 		return NULL;
 	}
-	s->id |= 1; /* never 0: 0 asks for a new session */
-	s->pid = pid;
+	s->uid = peer->uid;
+	s->pid = peer->pid;
 	LIST_INSERT_HEAD(&dp->sessions, s, link);
 	STAT_ADD(dp, clients_active, 1);
 	return s;
 }
 
-struct dp_session *session_find(struct dp *dp, uint64_t id)
+struct dp_session *session_by_secret(struct dp *dp, uint64_t secret)
 {
 	struct dp_session *s;
 	LIST_FOREACH(s, &dp->sessions, link)
-		if (s->id == id)
+		if (s->secret == secret)
 			return s;
 	return NULL;
+}
+
+int session_join(struct dp *dp, uint64_t secret, const struct peer *peer,
+		 struct dp_session **out)
+{
+	struct dp_session *s = session_by_secret(dp, secret);
+	if (!s || s->uid != peer->uid || (s->pid && peer->pid && s->pid != peer->pid)) {
+		STAT_ADD(dp, rejected.bad_hello, 1);
+		return -EPERM;
+	}
+	*out = s;
+	return 0;
 }
 
 /* The last lane of a client is gone: its buffers and leases go at once. */

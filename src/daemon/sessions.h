@@ -19,7 +19,14 @@
 struct dp;
 
 struct dp_session {
-	uint64_t id;               /* random, never 0 */
+	uint64_t id;               /* random, never 0: names it in listings and buffers */
+	/*
+	 * What a lane shows to join it: random, never 0, told only to the lane
+	 * that made the session (HELLO's reply), never listed. The id cannot
+	 * stand in for it: GET /v1/buffers shows ids to anyone.
+	 */
+	uint64_t secret;
+	uid_t uid;                 /* of its first lane (SO_PEERCRED): a joiner's must match */
 	pid_t pid;                 /* of its first lane; 0 when unknown */
 	uint32_t nconns;
 	uint32_t namespaces_created;
@@ -28,9 +35,23 @@ struct dp_session {
 	LIST_ENTRY(dp_session) link; /* dp->sessions */
 };
 
-/* A new session of pid with no lane yet; NULL when out of memory. */
-struct dp_session *session_new(struct dp *dp, pid_t pid);
-struct dp_session *session_find(struct dp *dp, uint64_t id);
+/* Who a lane's peer is (SO_PEERCRED): pid 0 when it lives in a PID namespace kvtierd cannot see. */
+struct peer {
+	uid_t uid;
+	pid_t pid;
+};
+
+/* A new session of peer with no lane yet; NULL when out of memory. */
+struct dp_session *session_new(struct dp *dp, const struct peer *peer);
+/*
+ * The session a lane of peer joins with secret: -EPERM (counted as
+ * bad_hello) when none has it, or its first lane's uid (or pid, where both
+ * are known) differs.
+ */
+int session_join(struct dp *dp, uint64_t secret, const struct peer *peer,
+		 struct dp_session **out);
+/* The session whose secret this is (the control plane names one so); NULL when none. */
+struct dp_session *session_by_secret(struct dp *dp, uint64_t secret);
 /* A lane of s closed: the last one ends s, releasing its buffers and leases. */
 void session_leave(struct dp *dp, struct dp_session *s);
 
