@@ -22,6 +22,9 @@
 
 static int loop_failed(struct api_error *err, int rc)
 {
+	if (rc == -ETIMEDOUT)
+		return api_fail(err, 503, "loop_busy",
+				"the event loop did not take this call within 5 s; try again");
 	return api_fail(err, 503, "unavailable", "the daemon is stopping (%s)", kvt_strerror(rc));
 }
 
@@ -105,8 +108,10 @@ static json_t *stats_gpu(void)
 
 static json_t *get_stats(struct http_ctx *ctx)
 {
-	json_t *o = json_pack("{s:o,s:o,s:o}", "l1", stats_l1(ctx->l1), "dataplane",
-			      stats_dp(ctx->dp), "gpu", stats_gpu());
+	json_t *http = json_object();
+	http_stats_visit(&ctx->http_stats, json_member, http);
+	json_t *o = json_pack("{s:o,s:o,s:o,s:o}", "l1", stats_l1(ctx->l1), "dataplane",
+			      stats_dp(ctx->dp), "gpu", stats_gpu(), "http", http);
 	for (unsigned i = 0; i < ctx->tiers->nlower; i++)
 		json_object_set_new(o, ctx->tiers->lower[i]->name, stats_tier(ctx->tiers->lower[i]));
 	return o;
@@ -573,6 +578,8 @@ static int unregister_on_loop(void *arg)
 
 static int register_failed(int rc, bool ipc, struct api_error *err)
 {
+	if (rc == -ETIMEDOUT || rc == -ESHUTDOWN)
+		return loop_failed(err, rc);
 	if (rc == -KVT_ENOCUDA)
 		return api_fail(err, 409, "no_cuda", "%s", kvt_strerror(rc));
 	if (ipc && rc == -ENODEV)

@@ -13,6 +13,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "http_stats.h"
+
 struct l1;
 struct tiers;
 struct dp;
@@ -29,6 +31,8 @@ struct http_ctx {
 	struct policy *policy;       /* PUT /v1/policy applies through it (on the loop) */
 	const char *admin_token;     /* NULL: mutating endpoints are open */
 	const char *web_dir;         /* the dashboard's files; NULL: none found */
+	const char *hosts;           /* --http-hosts: names accepted as Host; NULL: none */
+	struct http_stats http_stats; /* the server's refusals (any thread) */
 };
 
 #endif

@@ -12,26 +12,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdarg.h>
 #include <strings.h>
 
 #include <jansson.h>
 
+#include "clock.h"
 #include "dataplane.h"
 #include "http.h"
+#include "http_guard.h"
+#include "http_origin.h"
 #include "api.h"
+#include "log.h"
 #include "l1.h"
 #include "metrics.h"
 #include "settings.h"
 #include "tiers.h"
 #include "webui.h"
 
-#define HTTP_CONNECTION_LIMIT 256
-#define HTTP_PER_IP_LIMIT 64
-#define HTTP_TIMEOUT_S 30
+/* Above what http_guard lets wait (HTTP_MAX_WAITING) plus those served: never reached. */
+#define HTTP_CONNECTION_LIMIT 1024
+/* Idle time on a connection (http_guard also bounds each request's whole time). */
+#define HTTP_IDLE_TIMEOUT_S 10
+/* A thread per connection: a handler waiting for the loop holds no other request. */
+#define HTTP_THREAD_STACK (512 * 1024)
 
 struct http_server {
 	struct MHD_Daemon *mhd;
 	struct http_ctx *ctx;
+	struct http_guard guard;
 };
 
 static enum MHD_Result respond_json(struct MHD_Connection *conn, unsigned status,
@@ -181,10 +190,14 @@ static enum MHD_Result respond_metrics(struct MHD_Connection *conn, struct http_
 	size_t len = 0;
 	struct metrics_ns *ns = NULL;
 	uint32_t nns = 0;
-	if (api_namespace_usage(ctx, &ns, &nns))
+	int rc = api_namespace_usage(ctx, &ns, &nns);
+	if (rc == -ETIMEDOUT)
+		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "loop_busy",
+				     "the event loop did not take this call within 5 s; try again");
+	if (rc)
 		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
 				     "the daemon is stopping");
-	char *text = metrics_render(ctx->l1, ctx->tiers, ctx->dp, ns, nns, &len);
+	char *text = metrics_render(ctx->l1, ctx->tiers, ctx->dp, &ctx->http_stats, ns, nns, &len);
 	free(ns);
 	if (!text)
 		return respond_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
@@ -209,12 +222,20 @@ struct request {
 	bool too_big;
 };
 
+/* The guard's record of conn (http_guard.h); NULL when it has none. */
+static struct guarded_conn *guarded(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *info =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return info ? info->socket_context : NULL;
+}
+
 static void request_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
-	(void)cls;
-	(void)conn;
+	struct http_server *srv = cls;
 	(void)toe;
+	http_guard_answered(&srv->guard, guarded(conn));
 	struct request *req = *con_cls;
 	if (req) {
 		free(req->body);
@@ -299,27 +320,34 @@ static enum MHD_Result handle_v1(struct MHD_Connection *conn, struct http_server
 	return respond_document(conn, out);
 }
 
-static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
-			      const char *method, const char *version,
-			      const char *upload_data, size_t *upload_data_size,
-			      void **con_cls)
+/*
+ * A request that names a host this server does not answer to (DNS
+ * rebinding), or comes from another site's page, is refused before its body
+ * is read (http_origin.h). True when refused; *ret is the answer.
+ */
+static bool refuse_foreign(struct MHD_Connection *conn, struct http_server *srv,
+			   enum MHD_Result *ret)
 {
-	struct http_server *srv = cls;
-	(void)version;
-	/* First call per request: headers only; answer once the body is read. */
-	if (!*con_cls) {
-		struct request *req = calloc(1, sizeof(*req));
-		if (!req)
-			return MHD_NO;
-		*con_cls = req;
-		return MHD_YES;
+	const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+	const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+	if (!http_host_allowed(host, srv->ctx->hosts)) {
+		atomic_fetch_add_explicit(&srv->ctx->http_stats.refused_host, 1, memory_order_relaxed);
+		*ret = respond_error(conn, MHD_HTTP_FORBIDDEN, "forbidden_host",
+				     "this Host is not an address, localhost or a name of --http-hosts");
+		return true;
 	}
-	struct request *req = *con_cls;
-	if (*upload_data_size) {
-		take_body(req, upload_data, *upload_data_size);
-		*upload_data_size = 0;
-		return MHD_YES;
+	if (!http_origin_allowed(origin, host)) {
+		atomic_fetch_add_explicit(&srv->ctx->http_stats.refused_origin, 1, memory_order_relaxed);
+		*ret = respond_error(conn, MHD_HTTP_FORBIDDEN, "forbidden_origin",
+				     "a page of another origin may not use the control plane");
+		return true;
 	}
+	return false;
+}
+
+static enum MHD_Result serve(struct MHD_Connection *conn, struct http_server *srv,
+			     const char *url, const char *method, struct request *req)
+{
 	bool get = !api_method_mutates(method);
 	if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0 ||
 	    strcmp(url, "/metrics") == 0) {
@@ -338,6 +366,72 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		return respond_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
 				     "use GET");
 	return respond_web(conn, srv->ctx, url);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+			      const char *method, const char *version,
+			      const char *upload_data, size_t *upload_data_size,
+			      void **con_cls)
+{
+	struct http_server *srv = cls;
+	(void)version;
+	/* First call per request: headers only; answer once the body is read. */
+	if (!*con_cls) {
+		enum MHD_Result refused;
+		if (refuse_foreign(conn, srv, &refused))
+			return refused;
+		struct request *req = calloc(1, sizeof(*req));
+		if (!req)
+			return MHD_NO;
+		*con_cls = req;
+		return MHD_YES;
+	}
+	struct request *req = *con_cls;
+	if (*upload_data_size) {
+		take_body(req, upload_data, *upload_data_size);
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	struct guarded_conn *gc = guarded(conn);
+	http_guard_serving(&srv->guard, gc, true);
+	enum MHD_Result ret = serve(conn, srv, url, method, req);
+	http_guard_serving(&srv->guard, gc, false);
+	return ret;
+}
+
+/* Connections start and end: the guard tracks them (http_guard.h). */
+static void connection_event(void *cls, struct MHD_Connection *conn, void **socket_context,
+			     enum MHD_ConnectionNotificationCode code)
+{
+	struct http_server *srv = cls;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *info =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		*socket_context = info ? http_guard_started(&srv->guard, info->connect_fd) : NULL;
+	} else {
+		http_guard_closed(&srv->guard, *socket_context);
+		*socket_context = NULL;
+	}
+}
+
+/*
+ * libmicrohttpd's messages, at most one a second: a failing accept (at the
+ * fd limit) repeats its message as fast as it retries. The rest are counted.
+ */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	static _Atomic uint64_t last_ms, dropped;
+	uint64_t now = kvt_now_ms(), then = atomic_load(&last_ms);
+	if (now - then < 1000 || !atomic_compare_exchange_strong(&last_ms, &then, now)) {
+		atomic_fetch_add(&dropped, 1);
+		return;
+	}
+	char msg[256];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	log_warn("http: %s (%llu like it dropped since the last)", msg,
+		 (unsigned long long)atomic_exchange(&dropped, 0));
 }
 
 static int listen_addr(const char *listen, struct sockaddr_storage *ss, char *why,
@@ -378,18 +472,23 @@ struct http_server *http_start(const char *listen, struct http_ctx *ctx, char *w
 		return NULL;
 	}
 	srv->ctx = ctx;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	http_guard_init(&srv->guard, &ctx->http_stats);
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+			 MHD_USE_POLL | MHD_USE_ERROR_LOG;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, srv,
 				    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				    MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
-				    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP_LIMIT,
-				    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S,
-				    MHD_OPTION_NOTIFY_COMPLETED, request_done, NULL,
+				    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
+				    MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTP_THREAD_STACK,
+				    MHD_OPTION_NOTIFY_COMPLETED, request_done, srv,
+				    MHD_OPTION_NOTIFY_CONNECTION, connection_event, srv,
+				    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
 				    MHD_OPTION_END);
 	if (!srv->mhd) {
+		http_guard_destroy(&srv->guard);
 		snprintf(why, whylen, "cannot listen on %s (in use, or not an address of this host)",
 			 listen);
 		free(srv);
@@ -421,5 +520,6 @@ void http_stop(struct http_server *srv)
 	if (!srv)
 		return;
 	MHD_stop_daemon(srv->mhd);
+	http_guard_destroy(&srv->guard);
 	free(srv);
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "loopcall.h"
@@ -12,6 +13,7 @@ struct loopcall_item {
 	int (*fn)(void *arg);
 	void *arg;
 	int result;
+	bool started;
 	bool finished;
 	STAILQ_ENTRY(loopcall_item) link;
 };
@@ -26,6 +28,7 @@ static void on_calls(struct loop_source *src, uint32_t events)
 	struct loopcall_item *it;
 	while ((it = STAILQ_FIRST(&lc->queue))) {
 		STAILQ_REMOVE_HEAD(&lc->queue, link);
+		it->started = true;
 		pthread_mutex_unlock(&lc->lock);
 		int result = it->fn(it->arg);
 		pthread_mutex_lock(&lc->lock);
@@ -42,7 +45,11 @@ int loopcall_open(struct loopcall *lc, struct loop *loop)
 	if (lc->src.fd < 0)
 		return -errno;
 	pthread_mutex_init(&lc->lock, NULL);
-	pthread_cond_init(&lc->done, NULL);
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&lc->done, &attr);
+	pthread_condattr_destroy(&attr);
 	STAILQ_INIT(&lc->queue);
 	lc->closed = false;
 	int err = loop_add(loop, &lc->src, EPOLLIN);
@@ -87,8 +94,28 @@ int loopcall_run(struct loopcall *lc, int (*fn)(void *arg), void *arg)
 	STAILQ_INSERT_TAIL(&lc->queue, &it, link); /* calls run in the order they came */
 	uint64_t one = 1;
 	(void)!write(lc->src.fd, &one, sizeof(one));
-	while (!it.finished)
-		pthread_cond_wait(&lc->done, &lc->lock);
+	struct timespec deadline;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += LOOPCALL_DEADLINE_MS / 1000;
+	deadline.tv_nsec += (LOOPCALL_DEADLINE_MS % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	while (!it.finished) {
+		if (it.started) { /* it runs: wait for its end, deadline or not */
+			pthread_cond_wait(&lc->done, &lc->lock);
+			continue;
+		}
+		if (pthread_cond_timedwait(&lc->done, &lc->lock, &deadline) == ETIMEDOUT &&
+		    !it.started && !it.finished) {
+			STAILQ_REMOVE(&lc->queue, &it, loopcall_item, link); /* never runs now */
+			it.result = -ETIMEDOUT;
+			if (lc->timeouts)
+				atomic_fetch_add_explicit(lc->timeouts, 1, memory_order_relaxed);
+			break;
+		}
+	}
 	pthread_mutex_unlock(&lc->lock);
 	return it.result;
 }

@@ -8,7 +8,9 @@
 
 #include <sys/queue.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "loop.h"
 
@@ -17,9 +19,10 @@ struct loopcall_item;
 struct loopcall {
 	struct loop_source src;     /* an eventfd in the loop's epoll set */
 	pthread_mutex_t lock;
-	pthread_cond_t done;
+	pthread_cond_t done;        /* on CLOCK_MONOTONIC */
 	STAILQ_HEAD(, loopcall_item) queue;  /* calls waiting, in the order they came */
 	bool closed;
+	_Atomic uint64_t *timeouts; /* counts calls taken back at their deadline; NULL: none */
 };
 
 /* 0, or -errno (eventfd, epoll). */
@@ -28,7 +31,18 @@ int loopcall_open(struct loopcall *lc, struct loop *loop);
 void loopcall_shutdown(struct loopcall *lc);
 void loopcall_close(struct loopcall *lc);
 
-/* Runs fn(arg) on the loop thread and returns its result; -ESHUTDOWN when stopping. */
+/*
+ * A call the loop has not started within this long is taken back: a busy or
+ * stalled loop answers the control plane with an error, not with a thread
+ * that waits without end. (A call the loop has started runs to its end.)
+ */
+#define LOOPCALL_DEADLINE_MS 5000
+
+/*
+ * Runs fn(arg) on the loop thread and returns its result; -ESHUTDOWN when
+ * stopping, -ETIMEDOUT when the loop did not start it within
+ * LOOPCALL_DEADLINE_MS (fn did not run).
+ */
 int loopcall_run(struct loopcall *lc, int (*fn)(void *arg), void *arg);
 
 #endif

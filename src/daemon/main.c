@@ -216,6 +216,22 @@ static void loop_signals(sigset_t *mask)
 	sigaddset(mask, SIGTERM);
 	sigaddset(mask, SIGINT);
 	sigaddset(mask, SIGHUP);
+	if (getenv("KVTIERD_TEST_STALL_MS"))
+		sigaddset(mask, SIGUSR2);
+}
+
+/*
+ * A test hook: with KVTIERD_TEST_STALL_MS set, SIGUSR2 holds the loop that
+ * long, as a slow step would (tests/python/test_hostile_control.py checks
+ * that the probes answer meanwhile and loop calls end at their deadline).
+ */
+static void stall_loop_for_test(void)
+{
+	unsigned long ms = strtoul(getenv("KVTIERD_TEST_STALL_MS"), NULL, 10);
+	log_warn("SIGUSR2: holding the event loop for %lu ms (KVTIERD_TEST_STALL_MS, a test hook)", ms);
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
 }
 
 static void block_loop_signals(void)
@@ -376,6 +392,8 @@ static void on_signal(struct loop_source *src, uint32_t events)
 		if (si.ssi_signo == SIGHUP) {
 			log_info("SIGHUP: reloading settings");
 			reload(d);
+		} else if (si.ssi_signo == SIGUSR2) {
+			stall_loop_for_test();
 		} else {
 			log_info("%s: stopping", strsignal((int)si.ssi_signo));
 			loop_stop(&d->loop);
@@ -481,6 +499,8 @@ int main(int argc, char **argv)
 	d.http_ctx.dp = &d.dp;
 	d.http_ctx.namespaces = &d.namespaces;
 	d.http_ctx.calls = &d.calls;
+	d.calls.timeouts = &d.http_ctx.http_stats.loop_busy;
+	d.http_ctx.hosts = d.cfg.http_hosts;
 	d.policy = (struct policy){&d.l1, &d.dp, &d.tiers};
 	d.http_ctx.policy = &d.policy;
 	d.http_ctx.admin_token = d.admin_token;

@@ -14,6 +14,7 @@
 
 #include "dataplane.h"
 #include "gpu.h"
+#include "http_stats.h"
 #include "kvtier/kvtier.h"
 #include "l1.h"
 #include "metrics.h"
@@ -84,7 +85,7 @@ static void render_table_samples(FILE *f, const struct table_samples *t)
 }
 
 static void render_tables(FILE *f, const struct l1 *l1, const struct tiers *tiers,
-			  const struct dp *dp)
+			  const struct dp *dp, const struct http_stats *http)
 {
 	struct table_samples t = {.n = 0};
 	l1_stats_visit(l1, gather, &t);
@@ -93,6 +94,7 @@ static void render_tables(FILE *f, const struct l1 *l1, const struct tiers *tier
 	dp_totals_visit(dp, gather, &t);
 	dp_rejects_visit(dp, gather, &t);
 	gpu_stats_visit(gather, &t);
+	http_stats_visit(http, gather, &t);
 	render_table_samples(f, &t);
 }
 
@@ -210,7 +212,8 @@ static void render_gpu(FILE *f)
 }
 
 char *metrics_render(const struct l1 *l1, const struct tiers *tiers, const struct dp *dp,
-		     const struct metrics_ns *ns, uint32_t nns, size_t *len)
+		     const struct http_stats *http, const struct metrics_ns *ns, uint32_t nns,
+		     size_t *len)
 {
 	char *buf = NULL;
 	FILE *f = open_memstream(&buf, len);
@@ -220,7 +223,7 @@ char *metrics_render(const struct l1 *l1, const struct tiers *tiers, const struc
 	fprintf(f, "kvtier_build_info{version=\"%s\",cuda=\"%s\"} 1\n", kvt_version(),
 		gpu_built_in() ? "yes" : "no");
 	one(f, "kvtier_up", "gauge", "1 while the daemon serves.", 1);
-	render_tables(f, l1, tiers, dp);
+	render_tables(f, l1, tiers, dp, http);
 	render_dp(f, dp);
 	render_namespaces(f, tiers, ns, nns);
 	render_gpu(f);

@@ -15,6 +15,7 @@
 struct l1;
 struct tiers;
 struct dp;
+struct http_stats;
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -31,6 +32,7 @@ struct metrics_ns {
  * namespaces (nns of them) for the per-namespace families.
  */
 char *metrics_render(const struct l1 *l1, const struct tiers *tiers, const struct dp *dp,
-		     const struct metrics_ns *ns, uint32_t nns, size_t *len);
+		     const struct http_stats *http, const struct metrics_ns *ns, uint32_t nns,
+		     size_t *len);
 
 #endif

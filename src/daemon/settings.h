@@ -49,6 +49,7 @@ struct kvtd_config {
 	uint64_t l3_op_timeout_ms;
 	uint64_t l3_scan_ms;
 	char *web_dir;
+	char *http_hosts;
 	enum kvt_log_level log_level;
 };
 
