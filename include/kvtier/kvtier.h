@@ -44,7 +44,7 @@ enum kvt_errcode {
 	KVT_EALLPINNED,   /* no space: every evictable byte is pinned or leased */
 	KVT_ENOCUDA,      /* CUDA unavailable: built without it, or no GPU or driver visible */
 	KVT_EQUOTA,       /* the namespace is at its L1 quota and all of it is pinned or leased */
-	KVT_ENSLIMIT,     /* this client created max-namespaces-per-client namespaces already */
+	KVT_ENSLIMIT,     /* this client, or its uid, created as many namespaces as it may */
 	KVT_ELAST
 };
 

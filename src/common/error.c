@@ -16,7 +16,7 @@ static const char *const kvt_messages[KVT_ELAST - KVT_EBASE] = {
 	[KVT_EQUOTA - KVT_EBASE] =
 		"namespace quota reached: every block of the namespace is pinned or leased",
 	[KVT_ENSLIMIT - KVT_EBASE] =
-		"this client may create no more namespaces (max-namespaces-per-client)",
+		"this client may create no more namespaces (max-namespaces-per-client, or its uid's max-namespaces-per-uid)",
 };
 
 const char *kvt_strerror(int err)

@@ -12,7 +12,6 @@
 #include "buffers.h"
 #include "owner_stats.h"
 #include "kvtier/protocol.h"
-#include "sigbus.h"
 
 
 const char *buffers_kind_name(uint32_t kind)
@@ -30,8 +29,8 @@ const char *buffers_kind_name(uint32_t kind)
 
 int buffers_init(struct buffer_table *t, uint32_t cap)
 {
-	sigbus_guard_install(); /* fault_in touches client pages under it */
 	memset(t, 0, sizeof(*t));
+	t->limits = (struct buffer_limits){UINT32_MAX, UINT64_MAX, UINT64_MAX};
 	t->slots = calloc(cap, sizeof(*t->slots));
 	if (!t->slots)
 		return -ENOMEM;
@@ -68,17 +67,34 @@ static int seal_against_shrink(int fd)
 	return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) ? -EINVAL : 0;
 }
 
-/* A free slot, if session (when not 0) is under its buffer limit. */
-static int free_slot_for(const struct buffer_table *t, uint64_t session, uint32_t *slot)
+/*
+ * A free slot for a buffer of owner of size bytes (shm: host memory), within
+ * the session's KVT_MAX_BUFFERS and its uid's limits.
+ */
+static int free_slot_for(const struct buffer_table *t, const struct buffer_user *owner,
+			 uint32_t kind, uint64_t size, uint32_t *slot)
 {
-	uint32_t owned = 0;
+	bool host = kind == KVT_BUFFER_SHM, uid_limited = owner->uid != BUFFER_NO_UID;
+	if (host && size > t->limits.max_size)
+		return -EFBIG;
+	uint32_t owned = 0, uid_count = 0;
+	uint64_t uid_bytes = 0;
 	*slot = t->cap;
 	for (uint32_t i = 0; i < t->cap; i++) {
-		if (session && t->slots[i].session == session && t->slots[i].registered)
-			owned++;
-		else if (!t->slots[i].refs && *slot == t->cap)
+		const struct stbuf *b = &t->slots[i];
+		if (!b->refs && *slot == t->cap)
 			*slot = i;
+		if (!b->registered)
+			continue;
+		owned += owner->session && b->session == owner->session;
+		if (uid_limited && b->uid == owner->uid) {
+			uid_count++;
+			uid_bytes += b->kind == KVT_BUFFER_SHM ? b->size : 0;
+		}
 	}
+	if (uid_limited && (uid_count >= t->limits.per_uid ||
+			    (host && size > t->limits.bytes_per_uid - uid_bytes)))
+		return -EDQUOT;
 	return owned >= KVT_MAX_BUFFERS || *slot == t->cap ? -ENOSPC : 0;
 }
 
@@ -93,45 +109,33 @@ static int fill_slot(struct buffer_table *t, uint32_t slot, const struct stbuf *
 }
 
 /*
- * Faults a client's mapping in: registration is once, faults on the copy
- * path are every time. The file may shrink meanwhile (a path buffer cannot
- * be sealed): the kernel's populate then fails with EFAULT, and the touch
- * runs under the SIGBUS guard, so the registration fails, never the daemon.
+ * Maps fd and fills the slot; the caller has checked the file. Nothing is
+ * faulted in here: a client's (perhaps sparse) memory would be charged to
+ * the daemon, on the loop, for as long as that takes. The copy threads fault
+ * in what they touch, under the SIGBUS guard.
  */
-static int fault_in(void *base, uint64_t size)
-{
-	if (madvise(base, size, MADV_POPULATE_WRITE) && errno == EFAULT)
-		return -EINVAL; /* shrank under the populate (other errors: an older kernel) */
-	return sigbus_guarded_touch(base, size) ? -EINVAL : 0;
-}
-
-/* Maps fd and fills the slot; the caller has checked the file. */
 static int map_into(struct buffer_table *t, uint32_t slot, int fd, uint64_t size,
-		    uint64_t session, pid_t pid)
+		    const struct buffer_user *owner)
 {
 	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED)
 		return -errno;
-	int err = fault_in(base, size);
-	if (err) {
-		munmap(base, size);
-		return err;
-	}
-	return fill_slot(t, slot, &(struct stbuf){.session = session, .pid = pid,
-						  .kind = KVT_BUFFER_SHM, .base = base,
-						  .size = size});
+	return fill_slot(t, slot, &(struct stbuf){.session = owner->session,
+						  .pid = owner->session ? 0 : owner->pid,
+						  .uid = owner->uid, .kind = KVT_BUFFER_SHM,
+						  .base = base, .size = size});
 }
 
-static int register_gpu_mapped(struct buffer_table *t, uint64_t session, pid_t pid,
+static int register_gpu_mapped(struct buffer_table *t, const struct buffer_user *owner,
 			       const struct gpu_mem *m)
 {
 	uint32_t slot;
-	int err = free_slot_for(t, session, &slot);
+	int err = free_slot_for(t, owner, m->kind, m->size, &slot);
 	if (err)
 		return err;
-	return fill_slot(t, slot, &(struct stbuf){.session = session, .pid = pid,
-						  .kind = m->kind, .gpu = *m, .base = m->ptr,
-						  .size = m->size});
+	return fill_slot(t, slot, &(struct stbuf){.session = owner->session, .pid = owner->pid,
+						  .uid = owner->uid, .kind = m->kind, .gpu = *m,
+						  .base = m->ptr, .size = m->size});
 }
 
 static bool big_enough(int fd, uint64_t size)
@@ -141,7 +145,8 @@ static bool big_enough(int fd, uint64_t size)
 	       (uint64_t)st.st_size >= size;
 }
 
-static int register_memfd(struct buffer_table *t, uint64_t session, int fd, uint64_t size)
+static int register_memfd(struct buffer_table *t, const struct buffer_user *owner, int fd,
+			  uint64_t size)
 {
 	uint32_t slot;
 	/* Sealed first, then measured: a client cannot shrink it between the two. */
@@ -149,8 +154,8 @@ static int register_memfd(struct buffer_table *t, uint64_t session, int fd, uint
 	if (!err && !big_enough(fd, size))
 		err = -EINVAL;
 	if (!err)
-		err = free_slot_for(t, session, &slot);
-	return err ? err : map_into(t, slot, fd, size, session, 0);
+		err = free_slot_for(t, owner, KVT_BUFFER_SHM, size, &slot);
+	return err ? err : map_into(t, slot, fd, size, owner);
 }
 
 static int register_path(struct buffer_table *t, const struct buffer_user *owner,
@@ -165,9 +170,10 @@ static int register_path(struct buffer_table *t, const struct buffer_user *owner
 	if (fd < 0)
 		return errno == ELOOP ? -EINVAL : -errno;
 	uint32_t slot;
-	int err = big_enough(fd, size) ? free_slot_for(t, owner->session, &slot) : -EINVAL;
+	int err = big_enough(fd, size) ? free_slot_for(t, owner, KVT_BUFFER_SHM, size, &slot)
+				       : -EINVAL;
 	if (!err)
-		err = map_into(t, slot, fd, size, owner->session, owner->session ? 0 : owner->pid);
+		err = map_into(t, slot, fd, size, owner);
 	close(fd);
 	return err;
 }
@@ -183,7 +189,7 @@ static int register_gpu(struct buffer_table *t, const struct buffer_user *owner,
 					 &m);
 	if (err)
 		return err;
-	int index = register_gpu_mapped(t, owner->session, owner->pid, &m);
+	int index = register_gpu_mapped(t, owner, &m);
 	if (index < 0)
 		gpu_close(&m);
 	return index;
@@ -196,7 +202,7 @@ int buffers_register(struct buffer_table *t, const struct buffer_user *owner,
 	case KVT_BUFFER_SHM:
 		if (spec->path)
 			return register_path(t, owner, spec->path, spec->size);
-		return spec->fd < 0 ? -EBADF : register_memfd(t, owner->session, spec->fd, spec->size);
+		return spec->fd < 0 ? -EBADF : register_memfd(t, owner, spec->fd, spec->size);
 	case KVT_BUFFER_CUDA_VMM:
 		if (spec->fd < 0)
 			return -EBADF;

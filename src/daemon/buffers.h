@@ -27,6 +27,7 @@
 struct stbuf {
 	uint64_t session;       /* owning client session; 0 when owned by pid */
 	pid_t pid;              /* owning process, for buffers registered by path */
+	uid_t uid;              /* its client's uid; BUFFER_NO_UID: the admin's (by pid) */
 	uint32_t kind;          /* KVT_BUFFER_* */
 	struct gpu_mem gpu;     /* GPU kinds: the mapping, closed with the slot */
 	uint32_t refs;          /* 1 while registered, plus one per copy in flight; 0: free */
@@ -45,9 +46,20 @@ static inline int stbuf_device(const struct stbuf *b)
 /* Buffer kinds are KVT_BUFFER_SHM .. KVT_BUFFER_CUDA_IPC; index 0 is unused. */
 #define BUFFER_KINDS (KVT_BUFFER_CUDA_IPC + 1)
 
+/* The uid of buffers the control plane registered for a pid: no uid's limits count them. */
+#define BUFFER_NO_UID ((uid_t)-1)
+
+/* What one uid's clients may hold (SO_PEERCRED's uid: right across PID namespaces). */
+struct buffer_limits {
+	uint32_t per_uid;           /* buffers */
+	uint64_t max_size;          /* bytes of one shm buffer */
+	uint64_t bytes_per_uid;     /* bytes of shm buffers */
+};
+
 struct buffer_table {
 	struct stbuf *slots;
 	uint32_t cap;
+	struct buffer_limits limits;  /* no limit until set */
 	_Atomic uint64_t kind_registered[BUFFER_KINDS];  /* gauges, by kind */
 	_Atomic uint64_t kind_bytes[BUFFER_KINDS];
 };
@@ -59,10 +71,11 @@ int buffers_init(struct buffer_table *t, uint32_t cap);
 /* Unmaps everything, in use or not: only when no copy can run. */
 void buffers_destroy(struct buffer_table *t);
 
-/* Who is asking, or who owns: a client session (its id), else a process id. */
+/* Who is asking, or who owns: a client session (its id) and its uid, else a process id. */
 struct buffer_user {
 	uint64_t session;
 	pid_t pid;
+	uid_t uid;                  /* BUFFER_NO_UID for a pid's buffer */
 };
 
 /* A buffer to register, as REGISTER (data plane) or POST /v1/buffers (control plane) names it. */
@@ -86,7 +99,11 @@ struct buffer_spec {
  * (size 0, not a sealable memfd or a file under /dev/shm, smaller than
  * size, a handle that does not open), -ENOENT, -ENODEV (no such GPU),
  * -KVT_ENOCUDA, -ENOSPC (the session has KVT_MAX_BUFFERS, or the table is
- * full), -EOPNOTSUPP (unknown kind), or a mapping error.
+ * full), -EFBIG (an shm buffer over limits.max_size), -EDQUOT (the owner's
+ * uid at limits.per_uid buffers or limits.bytes_per_uid shm bytes),
+ * -EOPNOTSUPP (unknown kind), or a mapping error. Nothing of the client's
+ * memory is touched here: the copies fault its pages in, under the SIGBUS
+ * guard (copy.h).
  */
 int buffers_register(struct buffer_table *t, const struct buffer_user *owner,
 		     const struct buffer_spec *spec);

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "codec.h"
 #include "dp.h"
@@ -193,6 +194,23 @@ int conn_take_fd(struct dp_conn *c)
 	return fd;
 }
 
+/*
+ * fds that no frame took: whatever came with a frame other than the
+ * REGISTER that uses it. Kept only while a frame is still partly read (its
+ * fd comes with its first bytes), so a connection parks at most
+ * DP_MAX_QUEUED_FDS.
+ */
+static void close_stray_fds(struct dp_conn *c)
+{
+	if (c->in_len && c->hello_done)
+		return;
+	if (c->nfds)
+		STAT_ADD(c->dp, rejected.stray_fds, c->nfds);
+	for (unsigned i = 0; i < c->nfds; i++)
+		close(c->fds[i]);
+	c->nfds = 0;
+}
+
 /* Hands every whole frame in the input buffer to the op handlers. */
 static void process_input(struct dp_conn *c)
 {
@@ -220,6 +238,7 @@ static void process_input(struct dp_conn *c)
 		return;
 	memmove(c->in, c->in + off, c->in_len - off);
 	c->in_len -= off;
+	close_stray_fds(c);
 }
 
 static void keep_fds(struct dp_conn *c, struct msghdr *msg)
@@ -232,10 +251,12 @@ static void keep_fds(struct dp_conn *c, struct msghdr *msg)
 		for (size_t i = 0; i < n; i++) {
 			int fd;
 			memcpy(&fd, data + i * sizeof(int), sizeof(int));
-			if (c->nfds < DP_MAX_QUEUED_FDS)
+			if (c->nfds < DP_MAX_QUEUED_FDS && c->hello_done) {
 				c->fds[c->nfds++] = fd;
-			else
-				close(fd); /* more than any request can use */
+			} else { /* more than a frame can use, or before HELLO */
+				STAT_ADD(c->dp, rejected.stray_fds, 1);
+				close(fd);
+			}
 		}
 	}
 }
@@ -302,6 +323,45 @@ static void on_conn_event(struct loop_source *src, uint32_t events)
 	conn_release_if_done(c);
 }
 
+/* The open lanes of uid's processes. */
+static uint32_t lanes_of(const struct dp *dp, uid_t uid)
+{
+	uint32_t n = 0;
+	const struct dp_conn *c;
+	LIST_FOREACH(c, &dp->conns, link)
+		n += !c->dead && c->peer.uid == uid;
+	return n;
+}
+
+static void close_unbound(struct dp_conn *c)
+{
+	STAT_ADD(c->dp, rejected.hello_timeout, 1);
+	log_debug("data plane: closing a connection that sent no HELLO (uid %u, pid %d)",
+		  (unsigned)c->peer.uid, (int)c->peer.pid);
+	conn_close(c);
+	conn_release_if_done(c);
+}
+
+bool conn_shed_oldest_unbound(struct dp *dp)
+{
+	struct dp_conn *c, *oldest = NULL;
+	LIST_FOREACH(c, &dp->conns, link)
+		if (!c->dead && !c->hello_done && (!oldest || c->opened_ms < oldest->opened_ms))
+			oldest = c;
+	if (oldest)
+		close_unbound(oldest);
+	return oldest != NULL;
+}
+
+void conn_close_overdue(struct dp *dp, uint64_t now_ms)
+{
+	for (struct dp_conn *c = LIST_FIRST(&dp->conns), *next; c; c = next) {
+		next = LIST_NEXT(c, link); /* before: c may be retired */
+		if (!c->dead && !c->hello_done && now_ms - c->opened_ms >= dp->peer.hello_timeout_ms)
+			close_unbound(c);
+	}
+}
+
 int conn_open(struct dp *dp, int fd)
 {
 	struct dp_conn *c = calloc(1, sizeof(*c));
@@ -318,6 +378,13 @@ int conn_open(struct dp *dp, int fd)
 		return err;
 	}
 	c->peer = (struct peer){.uid = cred.uid, .pid = cred.pid};
+	if (lanes_of(dp, cred.uid) >= dp->peer.connections) {
+		STAT_ADD(dp, rejected.peer_limit, 1);
+		close(fd);
+		free(c);
+		return -EDQUOT;
+	}
+	c->opened_ms = kvt_now_ms();
 	c->src = (struct loop_source){.fd = fd, .on_event = on_conn_event};
 	c->dp = dp;
 	int err = loop_add(dp->loop, &c->src, EPOLLIN | EPOLLRDHUP);

@@ -20,7 +20,8 @@
 #include "ns.h"
 #include "sessions.h"
 
-#define DP_MAX_QUEUED_FDS 4
+/* fds one frame may bring (REGISTER takes one); more are closed at once. */
+#define DP_MAX_QUEUED_FDS 1
 
 struct dp;
 
@@ -32,6 +33,7 @@ struct dp_conn {
 	struct dp_session *session;  /* set by HELLO */
 	const struct kvt_ns *ns;     /* set by HELLO */
 	struct peer peer;            /* SO_PEERCRED; pid 0 when unknown */
+	uint64_t opened_ms;          /* its HELLO is due by opened_ms + hello_timeout_ms */
 	uint8_t role;
 	uint16_t rank;
 	bool reads_tier3;            /* its HELLO had KVT_HELLO_TIER3 */
@@ -50,8 +52,20 @@ struct dp_conn {
 	size_t out_len, out_off, out_cap;
 };
 
-/* Adds an accepted, non-blocking socket as a new lane. 0, or -errno (fd closed). */
+/*
+ * Adds an accepted, non-blocking socket as a new lane. 0, or -errno (fd
+ * closed): -EDQUOT when its uid has dp->peer.connections lanes (counted as
+ * peer_limit).
+ */
 int conn_open(struct dp *dp, int fd);
+
+/*
+ * Closes the oldest connection still without a HELLO (counted as
+ * hello_timeout), to make room at max-connections. False when there is none.
+ */
+bool conn_shed_oldest_unbound(struct dp *dp);
+/* Closes every connection without a HELLO past dp->peer.hello_timeout_ms (each counted). */
+void conn_close_overdue(struct dp *dp, uint64_t now_ms);
 
 /*
  * Room for a reply of len payload bytes after the header it writes; sent

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "dataplane.h"
 #include "log.h"
@@ -20,21 +21,48 @@
 
 /* --- loop sources and the after-batch hook --- */
 
+/*
+ * Out of fds, accept would fail and the listener stay readable: the loop
+ * would spin. The spare fd, given up for a moment, takes the waiting
+ * connection, which is closed at once (the client sees the close).
+ */
+static void shed_at_fd_limit(struct dp *dp)
+{
+	if (dp->spare_fd >= 0)
+		close(dp->spare_fd);
+	int fd = accept4(dp->listen_src.fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd >= 0) {
+		STAT_ADD(dp, rejected.fd_limit, 1);
+		close(fd);
+	}
+	dp->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
 static void on_accept(struct loop_source *src, uint32_t events)
 {
 	(void)events;
 	struct dp *dp = (struct dp *)((char *)src - offsetof(struct dp, listen_src));
 	for (;;) {
 		int fd = accept4(src->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+			shed_at_fd_limit(dp);
+			continue;
+		}
 		if (fd < 0)
 			return;
-		if (dp->nconns >= dp->max_connections) {
+		if (dp->nconns >= dp->max_connections && !conn_shed_oldest_unbound(dp)) {
 			STAT_ADD(dp, rejected.connection_limit, 1);
 			close(fd);
 			continue;
 		}
-		(void)conn_open(dp, fd); /* fails only for want of memory: the client sees a close */
+		(void)conn_open(dp, fd); /* refused for its uid, or memory: the client sees a close */
 	}
+}
+
+static void on_hello_timer(struct loop_timer *t)
+{
+	struct dp *dp = (struct dp *)((char *)t - offsetof(struct dp, hello_timer));
+	conn_close_overdue(dp, kvt_now_ms());
 }
 
 static void on_copies_done(struct loop_source *src, uint32_t events)
@@ -71,12 +99,12 @@ uint32_t dp_ns_connections(const struct dp *dp, const struct kvt_ns *ns)
 int dp_register_buffer(struct dp *dp, uint64_t session_secret, pid_t pid,
 		       const struct buffer_spec *spec, uint64_t *owner)
 {
-	struct buffer_user user = {0, pid};
+	struct buffer_user user = {0, pid, BUFFER_NO_UID};
 	if (session_secret) {
 		const struct dp_session *s = session_by_secret(dp, session_secret);
 		if (!s)
 			return -ESRCH;
-		user = (struct buffer_user){s->id, 0};
+		user = (struct buffer_user){s->id, 0, s->uid};
 	}
 	*owner = user.session;
 	return buffers_register(&dp->buffers, &user, spec);
@@ -156,6 +184,7 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struc
 	dp->max_leases_per_client = cfg->max_leases_per_client;
 	dp->lease_default_ms = cfg->lease_default_ms;
 	dp->max_namespaces_per_client = cfg->max_namespaces_per_client;
+	dp->peer = cfg->peer;
 	dp->namespace_l1_quota = cfg->namespace_l1_quota;
 	dp->namespace_l2_quota = cfg->namespace_l2_quota;
 	snprintf(dp->socket_path, sizeof(dp->socket_path), "%s", cfg->socket_path);
@@ -164,6 +193,7 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struc
 		snprintf(why, whylen, "out of memory");
 		return err;
 	}
+	dp->buffers.limits = cfg->buffers;
 	int fd = bind_socket(cfg->socket_path, why, whylen);
 	if (fd < 0) {
 		buffers_destroy(&dp->buffers);
@@ -173,11 +203,17 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struc
 	dp->copy_src = (struct loop_source){.fd = copy->done.eventfd, .on_event = on_copies_done};
 	dp->gpu_copy_src = (struct loop_source){.fd = gpu_copy ? gpu_copy->done.eventfd : -1,
 						.on_event = on_gpu_copies_done};
+	unsigned hello_period = cfg->peer.hello_timeout_ms / 2 < 1000 ? cfg->peer.hello_timeout_ms / 2
+								       : 1000;
+	dp->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if ((err = loop_add(loop, &dp->listen_src, EPOLLIN)) ||
 	    (err = loop_add(loop, &dp->copy_src, EPOLLIN)) ||
-	    (gpu_copy && (err = loop_add(loop, &dp->gpu_copy_src, EPOLLIN)))) {
+	    (gpu_copy && (err = loop_add(loop, &dp->gpu_copy_src, EPOLLIN))) ||
+	    (err = loop_add_timer(loop, &dp->hello_timer, hello_period, on_hello_timer))) {
 		snprintf(why, whylen, "epoll: %s", kvt_strerror(err));
 		close(fd);
+		if (dp->spare_fd >= 0)
+			close(dp->spare_fd);
 		unlink(cfg->socket_path);
 		buffers_destroy(&dp->buffers);
 		return err;
@@ -188,8 +224,11 @@ int dp_open(struct dp *dp, const struct dp_config *cfg, struct loop *loop, struc
 
 void dp_close(struct dp *dp)
 {
+	loop_del_timer(dp->loop, &dp->hello_timer);
 	loop_del(dp->loop, &dp->listen_src);
 	close(dp->listen_src.fd);
+	if (dp->spare_fd >= 0)
+		close(dp->spare_fd);
 	unlink(dp->socket_path);
 	conn_close_all(dp);
 	/* Copies and L2 reads in flight finish through the loop, which still has their sources. */

@@ -28,6 +28,8 @@ struct dp_config {
 	uint32_t lease_default_ms;
 	uint32_t store_wait_ms;
 	uint32_t max_namespaces_per_client;
+	struct dp_peer_limits peer;
+	struct buffer_limits buffers;
 	uint64_t namespace_l1_quota;  /* what a new namespace gets; 0: none */
 	uint64_t namespace_l2_quota;
 };

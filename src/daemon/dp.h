@@ -25,6 +25,19 @@
 struct dp_conn;
 struct dp_session;
 
+/*
+ * What the clients of one uid may hold at once (SO_PEERCRED's uid, which is
+ * right across PID namespaces, where the pid reads 0). Sessions are cheap (a
+ * connection makes one), so limits per session alone do not stop one
+ * process; buffers' limits are the buffer table's (buffers.h).
+ */
+struct dp_peer_limits {
+	uint32_t connections;
+	uint32_t namespaces;         /* created and not yet reclaimed */
+	uint64_t leased_bytes;       /* L1 bytes pinned by leases */
+	uint32_t hello_timeout_ms;   /* a connection's time to send HELLO */
+};
+
 struct dp {
 	struct loop *loop;
 	struct loop_hook batch_hook;  /* after each batch: flushes queued replies, frees the dead */
@@ -36,7 +49,10 @@ struct dp {
 	uint32_t max_leases_per_client;
 	uint32_t lease_default_ms;   /* for LOOKUPs asking KVT_LEASE_DEFAULT; policy */
 	uint32_t max_namespaces_per_client;
+	struct dp_peer_limits peer;
 	uint64_t namespace_l1_quota, namespace_l2_quota;
+	int spare_fd;                /* closed to accept and shed a connection at the fd limit */
+	struct loop_timer hello_timer; /* closes connections past hello_timeout_ms */
 	struct l1 *l1;
 	struct tiering tiering;      /* L2 and the mode, set by l2svc.h and policy.h */
 	struct ns_registry *namespaces;

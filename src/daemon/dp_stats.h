@@ -66,7 +66,15 @@
 	X(slow_reader, COUNTER, "kvtier_requests_rejected_total", "reason=\"slow_reader\"", \
 	  "Connections closed for not reading their replies.") \
 	X(connection_limit, COUNTER, "kvtier_requests_rejected_total", "reason=\"connection_limit\"", \
-	  "Connections refused at the limit.")
+	  "Connections refused at the limit.") \
+	X(peer_limit, COUNTER, "kvtier_requests_rejected_total", "reason=\"peer_limit\"", \
+	  "Refused for the limits of the client's uid: connections, namespaces, buffers, buffer bytes, leased bytes (a LOOKUP past it is answered without a lease).") \
+	X(hello_timeout, COUNTER, "kvtier_requests_rejected_total", "reason=\"hello_timeout\"", \
+	  "Connections closed without a HELLO: past hello-timeout-ms, or the oldest such at max-connections.") \
+	X(fd_limit, COUNTER, "kvtier_requests_rejected_total", "reason=\"fd_limit\"", \
+	  "Connections accepted and closed at once: the daemon was out of file descriptors.") \
+	X(stray_fds, COUNTER, "kvtier_requests_rejected_total", "reason=\"stray_fds\"", \
+	  "File descriptors a client sent with anything but a REGISTER that takes them (closed).")
 
 /* The data plane's counters and gauges (stat_table.h's shape). */
 #define DP_TOTALS(X) \

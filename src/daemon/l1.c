@@ -67,6 +67,7 @@ struct l1_lease {
 	SLIST_ENTRY(l1_lease) free_link;  /* or on the free list */
 	uint32_t generation;
 	uint32_t nitems;
+	uint64_t bytes;             /* of its items, when taken */
 	struct l1_item **items;
 };
 
@@ -835,8 +836,11 @@ static int lease_take(struct l1 *l1, struct l1_item **items, uint32_t nitems,
 	SLIST_REMOVE_HEAD(&l1->lease_free, free_link);
 	memcpy(lease->items, items, nitems * sizeof(*items));
 	lease->nitems = nitems;
-	for (uint32_t i = 0; i < nitems; i++)
+	lease->bytes = 0;
+	for (uint32_t i = 0; i < nitems; i++) {
 		item_pin(l1, items[i]);
+		lease->bytes += item_bytes(items[i]);
+	}
 	lease->expiry_ms = expiry_ms;
 	lease->id = ((uint64_t)lease->generation << 32) | (uint64_t)(lease - l1->leases + 1);
 	lease_list_insert(l1, lease);
@@ -857,6 +861,12 @@ static struct l1_lease *lease_find(const struct l1 *l1, uint64_t lease_id)
 bool l1_lease_active(const struct l1 *l1, uint64_t lease_id)
 {
 	return lease_find(l1, lease_id) != NULL;
+}
+
+uint64_t l1_lease_bytes(const struct l1 *l1, uint64_t lease_id)
+{
+	const struct l1_lease *lease = lease_find(l1, lease_id);
+	return lease ? lease->bytes : 0;
 }
 
 int l1_lease_release(struct l1 *l1, uint64_t lease_id)

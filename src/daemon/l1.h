@@ -284,6 +284,8 @@ int l1_lookup(struct l1 *l1, const struct kvt_ns *ns, const struct kvt_key *keys
 
 /* Whether lease_id names a lease still held. */
 bool l1_lease_active(const struct l1 *l1, uint64_t lease_id);
+/* The bytes of the items lease_id pins (when taken); 0 when it is not held. */
+uint64_t l1_lease_bytes(const struct l1 *l1, uint64_t lease_id);
 /* -ENOENT when the lease is unknown or already gone. */
 int l1_lease_release(struct l1 *l1, uint64_t lease_id);
 /* Releases every lease expired at now_ms; returns how many. */

@@ -234,6 +234,28 @@ static void stall_loop_for_test(void)
 		;
 }
 
+/*
+ * Raises the soft fd limit to the hard one: the default soft limit (1024) is
+ * below what max-connections, the control plane's connections and the
+ * tiers' files may need. Says so when the hard limit is still too low.
+ */
+static void raise_fd_limit(const struct kvtd_config *cfg)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	uint64_t want = cfg->max_connections + 1024 + 256; /* control plane, tiers, CUDA */
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+		log_warn("file descriptors: the limit is %llu, below the %llu that max-connections %llu "
+			 "may need; connections past it are closed at once (raise LimitNOFILE or ulimit -n)",
+			 (unsigned long long)rl.rlim_cur, (unsigned long long)want,
+			 (unsigned long long)cfg->max_connections);
+}
+
 static void block_loop_signals(void)
 {
 	sigset_t mask;
@@ -322,6 +344,13 @@ static int open_dataplane(struct kvtd *d)
 		.lease_default_ms = (uint32_t)d->cfg.lease_default_ms,
 		.store_wait_ms = (uint32_t)d->cfg.store_wait_ms,
 		.max_namespaces_per_client = (uint32_t)d->cfg.max_namespaces_per_client,
+		.peer = {.connections = (uint32_t)d->cfg.max_connections_per_uid,
+			 .namespaces = (uint32_t)d->cfg.max_namespaces_per_uid,
+			 .leased_bytes = d->cfg.max_leased_bytes_per_uid,
+			 .hello_timeout_ms = (uint32_t)d->cfg.hello_timeout_ms},
+		.buffers = {.per_uid = (uint32_t)d->cfg.max_buffers_per_uid,
+			    .max_size = d->cfg.max_buffer_size,
+			    .bytes_per_uid = d->cfg.max_buffer_bytes_per_uid},
 		.namespace_l1_quota = d->cfg.namespace_l1_quota,
 		.namespace_l2_quota = d->cfg.namespace_l2_quota,
 	};
@@ -470,6 +499,7 @@ int main(int argc, char **argv)
 	kvt_log_set_level(d.cfg.log_level);
 	log_info("kvtierd %s starting (pid %d)", kvt_version(), (int)getpid());
 	block_loop_signals();
+	raise_fd_limit(&d.cfg);
 
 	int rc = 1;
 	if (prepare_runtime_dir(&d.cfg) || open_l1(&d) || open_gpu(&d))

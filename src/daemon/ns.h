@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "evict_policy.h"
 
@@ -38,6 +39,7 @@ struct kvt_ns {
 	struct evict_order l1_order;  /* its unpinned items, in L1's policy's order (l1_ns_open) */
 	/* The data plane's (dataplane.c). */
 	uint32_t dp_conns;          /* connections bound to it */
+	uid_t creator_uid;          /* of the client that created it (its uid's namespace limit) */
 };
 
 struct ns_registry {

@@ -100,7 +100,7 @@ static int op_hello(struct dp_conn *c, const struct wire_hdr *h, const uint8_t *
 	struct kvt_ns *ns;
 	bool created;
 	if ((err = hello_session(c, hello.session, &s)) ||
-	    (err = session_hello_namespace(dp, s, &hello, &ns, &created)))
+	    (err = session_hello_namespace(dp, s, &c->peer, &hello, &ns, &created)))
 		return err;
 	if (!s && !(s = session_new(dp, &c->peer))) {
 		ns_reclaim_if_idle(dp, ns);
@@ -152,9 +152,13 @@ static int op_register(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 	int index = spec.fd < 0 && reg.kind != KVT_BUFFER_CUDA_IPC
 			    ? -EBADF
 			    : buffers_register(&dp->buffers,
-					       &(struct buffer_user){c->session->id, 0}, &spec);
+					       &(struct buffer_user){c->session->id, 0, c->peer.uid}, &spec);
 	if (spec.fd >= 0)
 		close(spec.fd);
+	if (index == -EDQUOT) {
+		REJECT(dp, peer_limit);
+		return index;
+	}
 	if (index < 0) {
 		REJECT(dp, bad_buffer);
 		return index;
@@ -182,7 +186,7 @@ static int op_unregister(struct dp_conn *c, const struct wire_hdr *h, const uint
 	int err = frame_decode_u32(p, h->length, &index);
 	if (err)
 		return decode_failed(c->dp, err);
-	struct buffer_user user = {c->session->id, c->peer.pid};
+	struct buffer_user user = {c->session->id, c->peer.pid, c->peer.uid};
 	err = buffers_unregister(&c->dp->buffers, &user, index);
 	if (err)
 		return count_buffer_error(c->dp, err);
@@ -218,8 +222,8 @@ static int op_lookup(struct dp_conn *c, const struct wire_hdr *h, const uint8_t 
 		hits = 0;
 		memset(tiers, KVT_TIER_NONE, lk.nkeys);
 	}
-	if (lease)
-		session_add_lease(c->session, lease);
+	if (lease && !session_keep_lease(dp, c->session, lease))
+		lease = 0; /* past its uid's leased bytes: released, the lookup answered without */
 	for (uint32_t i = 0; !c->reads_tier3 && i < hits; i++)
 		if (tiers[i] > KVT_TIER_L2) /* a client older than L3 is told 2 (protocol.h) */
 			tiers[i] = KVT_TIER_L2;
@@ -292,7 +296,7 @@ static int op_transfer(struct dp_conn *c, const struct wire_hdr *h, const uint8_
 	if (err)
 		return decode_failed(dp, err);
 	struct stbuf *buf;
-	struct buffer_user user = {c->session->id, c->peer.pid};
+	struct buffer_user user = {c->session->id, c->peer.pid, c->peer.uid};
 	err = buffers_get(&dp->buffers, &user, fb.buffer, &buf);
 	if (err)
 		return count_buffer_error(dp, err);

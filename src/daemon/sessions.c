@@ -27,8 +27,11 @@ struct dp_session *session_new(struct dp *dp, const struct peer *peer)
 	if (!s)
 		return NULL;
 	s->leases = calloc(dp->max_leases_per_client, sizeof(*s->leases));
-	if (!s->leases || !random_nonzero(&s->id) || !random_nonzero(&s->secret)) {
+	s->lease_bytes = calloc(dp->max_leases_per_client, sizeof(*s->lease_bytes));
+	if (!s->leases || !s->lease_bytes || !random_nonzero(&s->id) ||
+	    !random_nonzero(&s->secret)) {
 		free(s->leases);
+		free(s->lease_bytes);
 		free(s);
 		return NULL;
 	}
@@ -71,6 +74,7 @@ static void session_end(struct dp *dp, struct dp_session *s)
 		  (unsigned long long)s->id, (int)s->pid, nbuf, nleases);
 	LIST_REMOVE(s, link);
 	free(s->leases);
+	free(s->lease_bytes);
 	free(s);
 	STAT_SUB(dp, clients_active, 1);
 }
@@ -83,36 +87,78 @@ void session_leave(struct dp *dp, struct dp_session *s)
 
 /* --- leases --- */
 
+static void forget_lease_at(struct dp_session *s, uint32_t i)
+{
+	s->leased_bytes -= s->lease_bytes[i];
+	s->nleases--;
+	s->leases[i] = s->leases[s->nleases];
+	s->lease_bytes[i] = s->lease_bytes[s->nleases];
+}
+
 /* Forgets leases that expired, so the per-client list holds live ones only. */
 static void session_prune_leases(struct dp *dp, struct dp_session *s)
 {
-	uint32_t kept = 0;
-	for (uint32_t i = 0; i < s->nleases; i++)
-		if (l1_lease_active(dp->l1, s->leases[i]))
-			s->leases[kept++] = s->leases[i];
-	s->nleases = kept;
+	for (uint32_t i = s->nleases; i-- > 0;)
+		if (!l1_lease_active(dp->l1, s->leases[i]))
+			forget_lease_at(s, i);
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* What the leases of uid's sessions pin; expired ones pruned first when prune. */
+static uint64_t leased_by_uid(struct dp *dp, uid_t uid, bool prune)
+{
+	uint64_t bytes = 0;
+	struct dp_session *s;
+	LIST_FOREACH(s, &dp->sessions, link) {
+		if (s->uid != uid)
+			continue;
+		if (prune)
+			session_prune_leases(dp, s);
+		bytes += s->leased_bytes;
+	}
+	return bytes;
 }
 
 bool session_lease_room(struct dp *dp, struct dp_session *s)
 {
 	if (s->nleases == dp->max_leases_per_client)
 		session_prune_leases(dp, s);
-	if (s->nleases < dp->max_leases_per_client)
-		return true;
-	STAT_ADD(dp, rejected.lease_limit, 1);
-	return false;
+	if (s->nleases == dp->max_leases_per_client) {
+		STAT_ADD(dp, rejected.lease_limit, 1);
+		return false;
+	}
+	if (leased_by_uid(dp, s->uid, false) >= dp->peer.leased_bytes &&
+	    leased_by_uid(dp, s->uid, true) >= dp->peer.leased_bytes) {
+		STAT_ADD(dp, rejected.peer_limit, 1);
+		return false;
+	}
+	return true;
 }
 
-void session_add_lease(struct dp_session *s, uint64_t lease)
+bool session_keep_lease(struct dp *dp, struct dp_session *s, uint64_t lease)
 {
-	s->leases[s->nleases++] = lease;
+	uint64_t bytes = l1_lease_bytes(dp->l1, lease), cap = dp->peer.leased_bytes;
+	if (bytes > cap - min_u64(cap, leased_by_uid(dp, s->uid, false)) &&
+	    bytes > cap - min_u64(cap, leased_by_uid(dp, s->uid, true))) {
+		l1_lease_release(dp->l1, lease);
+		STAT_ADD(dp, rejected.peer_limit, 1);
+		return false;
+	}
+	s->leases[s->nleases] = lease;
+	s->lease_bytes[s->nleases++] = bytes;
+	s->leased_bytes += bytes;
+	return true;
 }
 
 bool session_forget_lease(struct dp_session *s, uint64_t lease)
 {
 	for (uint32_t i = 0; i < s->nleases; i++) {
 		if (s->leases[i] == lease) {
-			s->leases[i] = s->leases[--s->nleases];
+			forget_lease_at(s, i);
 			return true;
 		}
 	}
@@ -180,7 +226,16 @@ static int get_namespace(struct dp *dp, const struct frame_hello *hello, struct 
 	return err;
 }
 
-int session_hello_namespace(struct dp *dp, const struct dp_session *s,
+/* The namespaces uid's clients created that are still there. */
+static uint32_t namespaces_of(const struct dp *dp, uid_t uid)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < dp->namespaces->count; i++)
+		n += dp->namespaces->ns[i]->creator_uid == uid;
+	return n;
+}
+
+int session_hello_namespace(struct dp *dp, const struct dp_session *s, const struct peer *peer,
 			    const struct frame_hello *hello, struct kvt_ns **out, bool *created)
 {
 	*created = false;
@@ -189,11 +244,17 @@ int session_hello_namespace(struct dp *dp, const struct dp_session *s,
 		STAT_ADD(dp, rejected.namespace_limit, 1);
 		return -KVT_ENSLIMIT;
 	}
+	if (!ns && namespaces_of(dp, peer->uid) >= dp->peer.namespaces &&
+	    (!dp_reclaim_namespaces(dp) || namespaces_of(dp, peer->uid) >= dp->peer.namespaces)) {
+		STAT_ADD(dp, rejected.peer_limit, 1);
+		return -KVT_ENSLIMIT;
+	}
 	int err = get_namespace(dp, hello, &ns);
 	if (err < 0)
 		return err;
 	if (err == 1) {
 		*created = true;
+		ns->creator_uid = peer->uid;
 		ns->l1_quota = dp->namespace_l1_quota;
 		ns->l2_quota = dp->namespace_l2_quota;
 	}

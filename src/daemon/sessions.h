@@ -32,6 +32,8 @@ struct dp_session {
 	uint32_t namespaces_created;
 	uint32_t nleases;
 	uint64_t *leases;          /* max_leases_per_client slots */
+	uint64_t *lease_bytes;     /* what each of leases pins (l1_lease_bytes when taken) */
+	uint64_t leased_bytes;     /* their sum: expired ones count until pruned */
 	LIST_ENTRY(dp_session) link; /* dp->sessions */
 };
 
@@ -57,21 +59,29 @@ void session_leave(struct dp *dp, struct dp_session *s);
 
 /*
  * Room for one more lease in s: expired ones are forgotten first. False
- * (counted as rejected lease_limit) when s holds max_leases_per_client.
+ * when s holds max_leases_per_client (counted as rejected lease_limit), or
+ * the leases of its uid's sessions pin dp->peer.leased_bytes or more
+ * (counted as peer_limit).
  */
 bool session_lease_room(struct dp *dp, struct dp_session *s);
-void session_add_lease(struct dp_session *s, uint64_t lease);
+/*
+ * Adds a lease s took, or releases it at once when it would take the pins of
+ * s's uid past dp->peer.leased_bytes (counted as peer_limit): true when kept.
+ */
+bool session_keep_lease(struct dp *dp, struct dp_session *s, uint64_t lease);
 /* Forgets lease if s holds it: a lease is released only by its taker. */
 bool session_forget_lease(struct dp_session *s, uint64_t lease);
 
 /*
- * The namespace a HELLO names, created when new within the session's
- * allowance (s NULL: a new session, nothing created yet); a full table is
+ * The namespace a HELLO of peer names, created when new within the
+ * session's allowance (s NULL: a new session, nothing created yet) and its
+ * uid's (dp->peer.namespaces created and not reclaimed: a new session per
+ * connection gets round the first); a full table, or a uid at its limit, is
  * swept of idle namespaces once before it is refused. 0, -KVT_ENSLIMIT,
  * -KVT_ENSCONFLICT, -ENOSPC, or another error of ns_get or l1_ns_open; each
  * counted.
  */
-int session_hello_namespace(struct dp *dp, const struct dp_session *s,
+int session_hello_namespace(struct dp *dp, const struct dp_session *s, const struct peer *peer,
 			    const struct frame_hello *hello, struct kvt_ns **out, bool *created);
 /* A lane binds to ns, or leaves it: an idle namespace (no lane, nothing in L1) is reclaimed. */
 void ns_bind(struct kvt_ns *ns);

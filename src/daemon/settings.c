@@ -84,6 +84,25 @@ static const struct option_def options[] = {
 	{"max-namespaces-per-client", 0, OPT_UINT, OFF(max_namespaces_per_client), "16", NULL, 1,
 	 KVT_NS_MAX, false, "N",
 	 "namespaces one client (session) may create; HELLOs past it get KVT_ENSLIMIT"},
+	{"max-connections-per-uid", 0, OPT_UINT, OFF(max_connections_per_uid), "512", NULL, 1,
+	 65536, false, "N",
+	 "data-plane connections the processes of one uid may hold at once (SO_PEERCRED); past it a connection is closed at once"},
+	{"max-namespaces-per-uid", 0, OPT_UINT, OFF(max_namespaces_per_uid), "64", NULL, 1,
+	 KVT_NS_MAX, false, "N",
+	 "namespaces the clients of one uid may have created and not yet reclaimed; HELLOs past it get KVT_ENSLIMIT"},
+	{"max-buffers-per-uid", 0, OPT_UINT, OFF(max_buffers_per_uid), "1024", NULL, 1, 4096,
+	 false, "N", "staging buffers the clients of one uid may hold registered (the daemon's table has 4096)"},
+	{"max-buffer-size", 0, OPT_SIZE, OFF(max_buffer_size), "16GiB", NULL, 4096, UINT64_MAX,
+	 false, "SIZE", "largest shared-memory staging buffer a client may register (-EFBIG past it)"},
+	{"max-buffer-bytes-per-uid", 0, OPT_SIZE, OFF(max_buffer_bytes_per_uid), "64GiB", NULL,
+	 4096, UINT64_MAX, false, "SIZE",
+	 "shared-memory staging buffer bytes the clients of one uid may hold registered (-EDQUOT past it): the daemon's copies touch their pages"},
+	{"max-leased-bytes-per-uid", 0, OPT_SIZE, OFF(max_leased_bytes_per_uid), NULL,
+	 "half of l1-size", 0, UINT64_MAX, false, "SIZE",
+	 "L1 bytes the leases of one uid's clients may pin at once; a LOOKUP past it is answered without a lease"},
+	{"hello-timeout-ms", 0, OPT_UINT, OFF(hello_timeout_ms), "5000", NULL, 100, 3600000,
+	 false, "MS",
+	 "how long a new data-plane connection may go without its HELLO before it is closed; at max-connections the oldest connection still without one is closed to make room"},
 	{"namespace-l1-quota", 0, OPT_SIZE, OFF(namespace_l1_quota), "0", NULL, 0, UINT64_MAX,
 	 false, "SIZE",
 	 "L1 bytes each new namespace may hold (PUT /v1/namespaces/ID changes one); past it the namespace evicts its own least-recent blocks; 0: no quota"},
@@ -489,6 +508,8 @@ static int resolve_computed(struct kvtd_config *cfg, char *err, size_t errlen)
 		if (cfg->l1_size > mem / 4)
 			cfg->l1_size = mem / 4;
 	}
+	if (!cfg->max_leased_bytes_per_uid)
+		cfg->max_leased_bytes_per_uid = cfg->l1_size / 2;
 	if (!cfg->copy_threads) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		cfg->copy_threads = n > 0 ? (uint64_t)n : 1;

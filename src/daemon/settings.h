@@ -35,6 +35,13 @@ struct kvtd_config {
 	uint64_t store_wait_ms;
 	uint64_t stop_flush_ms;
 	uint64_t max_namespaces_per_client;
+	uint64_t max_connections_per_uid;
+	uint64_t max_namespaces_per_uid;
+	uint64_t max_buffers_per_uid;
+	uint64_t max_buffer_size;
+	uint64_t max_buffer_bytes_per_uid;
+	uint64_t max_leased_bytes_per_uid;
+	uint64_t hello_timeout_ms;
 	uint64_t namespace_l1_quota;
 	uint64_t namespace_l2_quota;
 	char *l2_path;

@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <string.h>
 
-#include "prefault.h"
 #include "sigbus.h"
 
 /* volatile: the compiler must not drop or move the stores around the guarded
@@ -46,19 +45,6 @@ int sigbus_guarded_copy(void *dst, const void *src, size_t len)
 	}
 	guard = &env;
 	memcpy(dst, src, len);
-	guard = NULL;
-	return 0;
-}
-
-int sigbus_guarded_touch(void *p, size_t len)
-{
-	sigjmp_buf env;
-	if (sigsetjmp(env, 0)) {
-		guard = NULL;
-		return -EFAULT;
-	}
-	guard = &env;
-	prefault_touch(p, len);
 	guard = NULL;
 	return 0;
 }

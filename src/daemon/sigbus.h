@@ -1,9 +1,7 @@
 /*
  * sigbus.h — touching memory a client may shrink under us: a staging file
- * truncated by its owner while the daemon copies into it or faults it in
- * raises SIGBUS, which would kill the daemon. Guarded, the access fails
- * with -EFAULT instead and the daemon carries on (the request or the
- * registration fails). Written by hand because no library here offers it:
+ * truncated by its owner while the daemon copies into it raises SIGBUS, which would kill the daemon. Guarded, the access fails
+ * with -EFAULT instead and the daemon carries on (the request fails). Written by hand because no library here offers it:
  * the only way to survive a page that vanished is to jump out of the
  * signal handler. A SIGBUS outside a guarded access kills the process as
  * without the handler.
@@ -20,10 +18,5 @@ void sigbus_guard_install(void);
 
 /* memcpy(dst, src, len): 0, or -EFAULT when a page of either vanished. */
 int sigbus_guarded_copy(void *dst, const void *src, size_t len);
-/*
- * Faults in [p, p + len) for writing, one write per page that changes no
- * byte (prefault.h): 0, or -EFAULT when a page is not backed (the file shrank).
- */
-int sigbus_guarded_touch(void *p, size_t len);
 
 #endif

@@ -47,10 +47,12 @@ static void remove_l2_dir(void)
 }
 
 /* L1 evicts only for want of a slot: one victim per new block once full. */
+/* Evict mode; one client may lease all of L1 (tests pin it so to hold what L1 has). */
 static struct daemon_fixture *start_evict(void)
 {
 	return start((const char *[]){"--l1-size", "16MiB", "--l1-region-size", "1MiB",
 				      "--l1-high-watermark", "1", "--l1-low-watermark", "0.99",
+				      "--max-leased-bytes-per-uid", "16MiB",
 				      "--l2-path", l2_path, "--l2-size", "64MiB",
 				      "--l2-region-size", "4MiB", NULL});
 }

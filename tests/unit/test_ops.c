@@ -48,7 +48,10 @@ static struct fixture *fixture_new(void)
 	snprintf(f->socket_path, sizeof(f->socket_path), "/tmp/kvtier-ops-%d.sock", (int)getpid());
 	struct dp_config dc = {.socket_path = f->socket_path, .max_connections = 4,
 			       .max_leases_per_client = 2, .lease_default_ms = 100,
-			       .max_namespaces_per_client = 2};
+			       .max_namespaces_per_client = 2,
+			       .peer = {.connections = 4, .namespaces = 4, .leased_bytes = 4u << 20,
+					.hello_timeout_ms = 60000},
+			       .buffers = {.per_uid = 16, .max_size = 4u << 20, .bytes_per_uid = 16u << 20}};
 	char why[256];
 	tiers_init(&f->stack, &f->l1, &f->loop);
 	assert_int_equal(dp_open(&f->dp, &dc, &f->loop, &f->l1, &f->stack, &f->namespaces, &f->copy, NULL,
