@@ -45,10 +45,15 @@ static void target_give_back(struct tiering *t, bool promoting, struct l1_ref *r
 	free(bounce);
 }
 
-/* Where a read's bytes go: a new L1 slot (promotion), else a bounce buffer; NULL: neither. */
+/*
+ * Where a read's bytes go: a new L1 slot (promotion), else a bounce buffer;
+ * NULL: neither. While L1's victims would be lost, no promotion evicts a
+ * dirty item (tiers_victims_lost).
+ */
 static uint8_t *read_target(struct tiering *t, struct tier_block *b, uint32_t len)
 {
-	if (l1_store_begin(t->l1, b->ns, &b->key, b->rank, len, 0, &b->ref) == 0) {
+	unsigned flags = tiers_victims_lost(t->stack) ? L1_STORE_WAIT_DIRTY : 0;
+	if (l1_store_begin(t->l1, b->ns, &b->key, b->rank, len, flags, &b->ref) == 0) {
 		b->state = TIER_BLOCK_PROMOTING;
 		return b->ref.data;
 	}

@@ -185,6 +185,12 @@ bool tiers_store_may_wait(const struct tiers *s)
 	return v && s->evict && v->ops->writable(v);
 }
 
+bool tiers_victims_lost(const struct tiers *s)
+{
+	struct tier *v = tiers_victim_tier(s);
+	return v && s->evict && !v->ops->writable(v);
+}
+
 void tiers_count_loaded(struct tiers *s, unsigned i, bool promoted)
 {
 	COUNT(s->lower[i], blocks_loaded);

@@ -88,6 +88,14 @@ int tiers_read_above(struct tiers *s, const struct tier *below, const struct kvt
 void tiers_stored(struct tiers *s, const struct kvt_ns *ns, const struct kvt_key *key);
 /* Whether STOREs may wait for the writer rather than evict a dirty item. */
 bool tiers_store_may_wait(const struct tiers *s);
+/*
+ * Whether L1's victims would be lost: evict mode, and the victim tier takes
+ * no writes (failed, full). A read from a lower tier then promotes into L1
+ * only where that evicts no dirty item (a block L1 alone holds): a degraded
+ * tier must not make the healthy one drop data. What cannot be promoted is
+ * served through a bounce buffer.
+ */
+bool tiers_victims_lost(const struct tiers *s);
 
 /* A LOAD's block came from tier index i (promoted: kept in L1). */
 void tiers_count_loaded(struct tiers *s, unsigned i, bool promoted);

@@ -72,7 +72,7 @@ static struct l1_lower_tier victims(struct tier *t)
 
 static bool writable(struct tier *t)
 {
-	return of(t)->readable;
+	return of(t)->readable && of(t)->writable;
 }
 
 static void ns_usage(struct tier *t, const struct kvt_ns *ns, struct tier_usage *out)
@@ -129,7 +129,7 @@ void mem_tier_init(struct mem_tier *m, const char *name, uint8_t wire, bool vict
 		.tier = {.ops = victims ? &victim_ops : &write_through_ops, .name = name,
 			 .wire = wire, .unit = "items", .usage_help = "Bytes held.",
 			 .quota_help = "Quota."},
-		.readable = true, .clock = clock,
+		.readable = true, .writable = true, .clock = clock,
 		.def = {"parts_held", STAT_GAUGE, "", "", "Parts held.", 0}};
 }
 

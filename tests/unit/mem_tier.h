@@ -27,6 +27,7 @@ struct mem_part {
 struct mem_tier {
 	struct tier tier;
 	bool readable;
+	bool writable;             /* a victim tier taking writes (true until told not to) */
 	struct mem_part parts[MEM_TIER_PARTS];
 	unsigned nparts;
 	unsigned offered;          /* parts the stored op was offered */

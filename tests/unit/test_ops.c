@@ -17,6 +17,7 @@
 #include "codec.h"
 #include "conn.h"
 #include "dataplane.h"
+#include "mem_tier.h"
 #include "ops.h"
 #include "test_util.h"
 
@@ -34,6 +35,8 @@ struct fixture {
 	char socket_path[64];
 	uint8_t reply[512];
 	uint32_t reply_len;
+	struct mem_tier m2;        /* a victim tier, used in evict mode only */
+	unsigned clock;
 };
 
 static struct fixture *fixture_new(void)
@@ -54,6 +57,8 @@ static struct fixture *fixture_new(void)
 			       .buffers = {.per_uid = 16, .max_size = 4u << 20, .bytes_per_uid = 16u << 20}};
 	char why[256];
 	tiers_init(&f->stack, &f->l1, &f->loop);
+	mem_tier_init(&f->m2, "m2", KVT_TIER_L2, true, &f->clock);
+	assert_int_equal(tiers_add(&f->stack, &f->m2.tier), 0);
 	assert_int_equal(dp_open(&f->dp, &dc, &f->loop, &f->l1, &f->stack, &f->namespaces, &f->copy, NULL,
 				 why, sizeof(why)), 0);
 	int sv[2];
@@ -226,11 +231,87 @@ static void test_store_then_load_byte_exact(void **state)
 	fixture_free(f);
 }
 
+/* Fills L1 with dirty blocks of the connection's namespace (ids from first); how many. */
+static unsigned fill_l1_dirty(struct fixture *f, uint64_t first)
+{
+	unsigned n = 0;
+	for (;; n++) {
+		struct l1_ref ref;
+		struct kvt_key key = test_key(first + n);
+		if (l1_store_begin(&f->l1, f->conn->ns, &key, 0, BLOCK, L1_STORE_WAIT_DIRTY, &ref))
+			return n;
+		test_fill(ref.data, BLOCK, first + n);
+		assert_true(l1_store_commit(&f->l1, &ref));
+	}
+}
+
+static uint32_t lookup_hits(struct fixture *f, uint64_t id)
+{
+	struct kvt_key key = test_key(id);
+	uint8_t tiers[1];
+	struct kvt_lookup lk = {.keys = &key, .nkeys = 1, .tiers = tiers};
+	uint8_t lp[8 + KVT_KEY_BYTES];
+	assert_int_equal(call(f, KVT_OP_LOOKUP, lp, (uint32_t)frame_encode_lookup(lp, &lk)), 0);
+	assert_int_equal(reply_decode_lookup(f->reply, f->reply_len, &lk), 0);
+	return lk.hits;
+}
+
+/*
+ * Issue 36, item 18: with the victim tier taking no writes (failed, full),
+ * every block L1 holds is dirty, L1's alone. A LOAD from that tier used to
+ * promote into L1, evicting (and so dropping) the least recent of them; it
+ * is served through a bounce buffer now, and every L1 block stays. Once the
+ * tier takes writes again, reads promote as before.
+ */
+static void test_failed_victim_tier_never_costs_l1_blocks(void **state)
+{
+	(void)state;
+	struct fixture *f = fixture_new();
+	assert_int_equal(hello(f, KVT_ROLE_WORKER, "m"), 0);
+	assert_int_equal(tiers_set_evict(&f->stack, true), 0);
+	f->m2.writable = false;
+	int memfd = memfd_create("ops", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	assert_int_equal(ftruncate(memfd, BLOCK), 0);
+	uint8_t *staging = mmap(NULL, BLOCK, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	assert_true(staging != MAP_FAILED);
+	f->conn->fds[f->conn->nfds++] = memfd;
+	uint8_t p[KVT_REGISTER_BYTES];
+	struct frame_register reg = {.kind = KVT_BUFFER_SHM, .size = BLOCK};
+	assert_int_equal(call(f, KVT_OP_REGISTER, p, (uint32_t)frame_encode_register(p, &reg)), 0);
+	uint32_t index;
+	assert_int_equal(reply_decode_register(f->reply, f->reply_len, &index), 0);
+	unsigned held = fill_l1_dirty(f, 1000);
+	assert_true(held > 0 && f->l1.stats.dirty_items == held);
+
+	uint8_t part[MEM_TIER_PART_BYTES];
+	test_fill(part, sizeof(part), 7);
+	struct kvt_key key = test_key(7);
+	mem_tier_put(&f->m2, f->conn->ns, &key, 0, part, sizeof(part));
+	struct kvt_block b = {.key = key, .offset = 0, .length = BLOCK};
+	transfer(f, KVT_OP_LOAD, index, &b, 1);
+	assert_int_equal(b.status, 0);
+	assert_int_equal(b.length, sizeof(part));
+	assert_true(test_check(staging, sizeof(part), 7));
+	assert_int_equal(atomic_load(&f->m2.tier.counters.blocks_loaded), 1);
+	assert_int_equal(atomic_load(&f->m2.tier.counters.blocks_promoted), 0);
+	assert_int_equal(f->l1.stats.items, held);
+	assert_int_equal(lookup_hits(f, 1000), 1); /* the least recent: the old daemon evicted it */
+
+	f->m2.writable = true; /* victims can go down again: reads promote */
+	transfer(f, KVT_OP_LOAD, index, &b, 1);
+	assert_int_equal(b.status, 0);
+	assert_int_equal(atomic_load(&f->m2.tier.counters.blocks_promoted), 1);
+	munmap(staging, BLOCK);
+	close(memfd);
+	fixture_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_checks_before_the_handler),
 		cmocka_unit_test(test_store_then_load_byte_exact),
+		cmocka_unit_test(test_failed_victim_tier_never_costs_l1_blocks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,8 @@
 /* test_util.c — see test_util.h; also the strdup of alloc_hooks.h. */
 #include "config.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +26,49 @@ char *kvt_test_strdup(const char *s, const char *file, int line)
 	if (p)
 		memcpy(p, s, n);
 	return p;
+}
+
+/*
+ * posix_memalign through the tracking allocator: a block of size + align
+ * bytes, handed out at its first aligned address. The aligned blocks are
+ * listed so that free finds the block it came from (test-only: a short list).
+ */
+struct aligned_block {
+	void *aligned, *raw;
+	struct aligned_block *next;
+};
+static struct aligned_block *aligned_blocks;
+
+int kvt_test_posix_memalign(void **out, size_t align, size_t size, const char *file, int line);
+int kvt_test_posix_memalign(void **out, size_t align, size_t size, const char *file, int line)
+{
+	struct aligned_block *a = _test_malloc(sizeof(*a), file, line);
+	char *raw = _test_malloc(size + align, file, line);
+	if (!a || !raw) {
+		_test_free(a, file, line);
+		_test_free(raw, file, line);
+		return ENOMEM;
+	}
+	*a = (struct aligned_block){(void *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1)),
+				    raw, aligned_blocks};
+	aligned_blocks = a;
+	*out = a->aligned;
+	return 0;
+}
+
+void kvt_test_free(void *ptr, const char *file, int line);
+void kvt_test_free(void *ptr, const char *file, int line)
+{
+	for (struct aligned_block **p = &aligned_blocks; ptr && *p; p = &(*p)->next) {
+		struct aligned_block *a = *p;
+		if (a->aligned == ptr) {
+			*p = a->next;
+			_test_free(a->raw, file, line);
+			_test_free(a, file, line);
+			return;
+		}
+	}
+	_test_free(ptr, file, line);
 }
 
 static uint64_t splitmix(uint64_t *x)
