@@ -184,10 +184,16 @@ static bool prep(struct l3 *l3, struct l3_op *op)
 	int wflags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (op->direct ? O_DIRECT : 0);
 	switch ((enum step)op->step) {
 	case READ_OPEN:
-		/* A published part is never a symlink: one at its name is foreign (ELOOP). */
-		io_uring_prep_openat(sqe, AT_FDCWD, op->path,
-				     O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (op->direct ? O_DIRECT : 0),
-				     0);
+		/*
+		 * Beneath the root, through no symlink: a published part is never
+		 * one, nor is a directory of L3's; a writer of the shared directory
+		 * who links one elsewhere gets a failed read (-ELOOP), not a read
+		 * (and a quarantine) of a file outside L3.
+		 */
+		op->how = (struct open_how){
+			.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (op->direct ? O_DIRECT : 0),
+			.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
+		io_uring_prep_openat2(sqe, l3->root_fd, op->path + strlen(l3->root) + 1, &op->how);
 		break;
 	case READ_HEADER:
 		io_uring_prep_read(sqe, op->fd, op->hdr, L2FMT_BLOCK, 0);
@@ -357,7 +363,7 @@ static void read_step(struct l3_op *op, int res)
 	case READ_OPEN:
 		if (reopen_buffered(op, res))
 			return;
-		if (res < 0) {
+		if (res < 0) { /* -ELOOP: a symlink at the part's name or on the way */
 			if (res != -ENOENT)
 				COUNT(l3, io_errors, 1);
 			finish(op, res);

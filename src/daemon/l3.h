@@ -38,6 +38,7 @@
 #include <sys/queue.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <linux/openat2.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -128,6 +129,7 @@ struct l3_op {
 	char path[L3_PATH_MAX];
 	char tmp[L3_PATH_MAX];
 	char dir[L3_PATH_MAX];       /* publish: the parent being made (read by the kernel at submit) */
+	struct open_how how;         /* read: how its open resolves (read by the kernel at submit) */
 	STAILQ_ENTRY(l3_op) queue;   /* waiting for a submission slot */
 	LIST_ENTRY(l3_op) read_link; /* a read, from begin to done (l3->reads) */
 	uint64_t waiting_since_ms;   /* read: its step's submission (queued or in the ring),

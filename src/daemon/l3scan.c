@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "l2fmt.h"
 #include "l3.h"
 #include "l3scan.h"
 #include "log.h"
@@ -54,31 +55,69 @@ static bool push_file(struct walk *w, const struct file *f)
 	return true;
 }
 
-/* Calls fn for each subdirectory name of path (not . and ..). */
-static void each_subdir(struct l3scan *s, const char *path,
-			void (*fn)(struct l3scan *s, struct walk *w, const char *path,
-				   const char *rel, const char *name),
-			struct walk *w, const char *rel)
+/*
+ * The largest file a part can be: its header and a data length that fits
+ * its u32. A file at a part's name claiming more (a sparse file of a
+ * terabyte) is foreign: neither counted nor removed nor read as a part.
+ */
+#define PART_MAX_BYTES (L2FMT_BLOCK + (UINT64_C(1) << 32))
+
+/* The bytes a file takes: what is allocated, never more than its size (a sparse file's holes cost nothing). */
+static uint64_t file_bytes(const struct stat *st)
 {
-	DIR *d = opendir(path);
+	uint64_t allocated = (uint64_t)st->st_blocks * 512;
+	return allocated < (uint64_t)st->st_size ? allocated : (uint64_t)st->st_size;
+}
+
+/*
+ * Opens directory name in dirfd, never through a symlink: the walk stays in
+ * the L3 directory whatever a writer of the shared directory links into it.
+ * NULL (counted, unless it vanished or is a symlink: foreign) when it cannot.
+ */
+static DIR *open_subdir(struct l3scan *s, int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	if (!d) {
-		scan_error(s, path, errno);
-		return;
+		if (fd < 0 && errno != ELOOP && errno != ENOTDIR)
+			scan_error(s, name, errno);
+		if (fd >= 0)
+			close(fd);
 	}
-	for (struct dirent *e; (e = readdir(d));)
-		if (e->d_name[0] != '.')
-			fn(s, w, path, rel, e->d_name);
-	closedir(d);
+	return d;
+}
+
+/*
+ * Opens the directory at rel (a/b/c) beneath root, one component at a time,
+ * none a symlink: what the walk removes is inside L3, whatever was renamed
+ * or linked since it looked. -errno when it cannot.
+ */
+static int open_beneath(int rootfd, const char *rel)
+{
+	char part[L3_PATH_MAX];
+	int fd = dup(rootfd);
+	while (fd >= 0 && *rel) {
+		size_t n = strcspn(rel, "/");
+		if (n >= sizeof(part)) {
+			close(fd);
+			return -ENAMETOOLONG;
+		}
+		memcpy(part, rel, n);
+		part[n] = '\0';
+		int next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int err = errno;
+		close(fd);
+		if (next < 0)
+			return -err;
+		fd = next;
+		rel += n + (rel[n] == '/');
+	}
+	return fd < 0 ? -errno : fd;
 }
 
 /* A leaf directory's parts: files at the very path l3_part_path gives their name (no stray). */
-static void walk_leaf(struct l3scan *s, struct walk *w, const char *path, const char *rel)
+static void walk_leaf(struct l3scan *s, struct walk *w, DIR *d, const char *rel)
 {
-	DIR *d = opendir(path);
-	if (!d) {
-		scan_error(s, path, errno);
-		return;
-	}
 	uint64_t digest = strtoull(rel, NULL, 16);
 	char found[1024 + 256], canonical[L3_PATH_MAX];
 	for (struct dirent *e; (e = readdir(d));) {
@@ -86,7 +125,7 @@ static void walk_leaf(struct l3scan *s, struct walk *w, const char *path, const 
 		struct stat st;
 		if (e->d_name[0] == '.' || l3_name_parse(e->d_name, &f.part.key, &f.part.rank))
 			continue;
-		snprintf(found, sizeof(found), "%s/%s", path, e->d_name);
+		snprintf(found, sizeof(found), "%s/v1/%s/%s", s->root, rel, e->d_name);
 		if (l3_part_path(canonical, sizeof(canonical), s->root, digest, &f.part.key,
 				 f.part.rank) ||
 		    strcmp(found, canonical))
@@ -95,29 +134,35 @@ static void walk_leaf(struct l3scan *s, struct walk *w, const char *path, const 
 			scan_error(s, e->d_name, errno);
 			continue;
 		}
-		if (!S_ISREG(st.st_mode))
-			continue; /* a symlink, FIFO or directory at a part's name: not a part */
+		if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > PART_MAX_BYTES)
+			continue; /* a symlink, FIFO, directory or giant at a part's name: not a part */
 		f.mtime = st.st_mtim;
-		f.bytes = (uint64_t)st.st_size;
+		f.bytes = file_bytes(&st);
 		if (!push_file(w, &f))
 			break;
 	}
-	closedir(d);
 }
 
-static void walk_level(struct l3scan *s, struct walk *w, const char *path, const char *rel,
-		       const char *name)
+/* Walks the directory d (at rel under v1/, depth levels down): its subdirectories, or its parts. */
+static void walk_dir(struct l3scan *s, struct walk *w, DIR *d, const char *rel, unsigned depth)
 {
-	char sub[1024], subrel[64];
-	snprintf(sub, sizeof(sub), "%s/%s", path, name);
-	snprintf(subrel, sizeof(subrel), "%s%s%s", rel, *rel ? "/" : "", name);
-	unsigned depth = 0;
-	for (const char *c = subrel; *c; c++)
-		depth += *c == '/';
-	if (depth == 2)
-		walk_leaf(s, w, sub, subrel);
-	else
-		each_subdir(s, sub, walk_level, w, subrel);
+	if (depth == 3) {
+		walk_leaf(s, w, d, rel);
+		return;
+	}
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		char subrel[64];
+		if ((size_t)snprintf(subrel, sizeof(subrel), "%s%s%s", rel, *rel ? "/" : "", e->d_name) >=
+		    sizeof(subrel))
+			continue; /* no name of L3's is this long */
+		DIR *sub = open_subdir(s, dirfd(d), e->d_name);
+		if (sub) {
+			walk_dir(s, w, sub, subrel, depth + 1);
+			closedir(sub);
+		}
+	}
 }
 
 static int older(const void *a, const void *b)
@@ -153,20 +198,26 @@ static uint64_t namespace_run(const struct walk *w, uint64_t i, uint64_t *bytes)
 	return end;
 }
 
-/* Unlinks the file of f, which the walk found; false (counted) when it cannot. */
-static bool remove_file(struct l3scan *s, const struct file *f)
+/* Unlinks the file of f, which the walk found, beneath root; false (counted) when it cannot. */
+static bool remove_file(struct l3scan *s, int rootfd, const struct file *f)
 {
-	char path[L3_PATH_MAX];
-	(void)l3_part_path(path, sizeof(path), s->root, f->part.ns_digest, &f->part.key,
-			   f->part.rank); /* it fit when the walk found the file */
-	if (unlink(path) == 0)
+	char rel[L3_PATH_MAX];
+	(void)l3_part_path(rel, sizeof(rel), ".", f->part.ns_digest, &f->part.key,
+			   f->part.rank); /* "./v1/NS/AA/BB/NAME": it fit when the walk found the file */
+	char *name = strrchr(rel, '/');
+	*name++ = '\0';
+	int dfd = open_beneath(rootfd, rel);
+	int err = dfd < 0 ? -dfd : unlinkat(dfd, name, 0) ? errno : 0;
+	if (dfd >= 0)
+		close(dfd);
+	if (!err)
 		return true;
-	scan_error(s, path, errno);
+	scan_error(s, name, err);
 	return false;
 }
 
 /* A namespace past the quota loses its oldest files to L3SCAN_LOW of it; w keeps the rest. */
-static void enforce_ns_quota(struct l3scan *s, struct walk *w)
+static void enforce_ns_quota(struct l3scan *s, int rootfd, struct walk *w)
 {
 	if (!s->ns_quota || !w->n)
 		return; /* (qsort of no files: a NULL array) */
@@ -184,7 +235,7 @@ static void enforce_ns_quota(struct l3scan *s, struct walk *w)
 			}
 			bytes -= f->bytes;
 			w->bytes -= f->bytes;
-			if (remove_file(s, f))
+			if (remove_file(s, rootfd, f))
 				ADD(s, quota_files_removed, 1);
 		}
 	}
@@ -192,7 +243,7 @@ static void enforce_ns_quota(struct l3scan *s, struct walk *w)
 }
 
 /* Past the cap: removes the oldest files to L3SCAN_LOW of it; the rest stay in w, newest last. */
-static void enforce_cap(struct l3scan *s, struct walk *w)
+static void enforce_cap(struct l3scan *s, int rootfd, struct walk *w)
 {
 	if (!s->cap || w->bytes <= s->cap)
 		return;
@@ -200,35 +251,124 @@ static void enforce_cap(struct l3scan *s, struct walk *w)
 	uint64_t low = (uint64_t)((double)s->cap * L3SCAN_LOW), i = 0;
 	for (; i < w->n && w->bytes > low; i++) {
 		w->bytes -= w->files[i].bytes;
-		if (remove_file(s, &w->files[i]))
+		if (remove_file(s, rootfd, &w->files[i]))
 			ADD(s, files_removed, 1);
 	}
 	memmove(w->files, w->files + i, (w->n - i) * sizeof(*w->files));
 	w->n -= i;
 }
 
-static void remove_stale_temporaries(struct l3scan *s)
+/* A regular file of a flat directory of L3's (tmp/, quarantine/): its name, time and bytes. */
+struct entry {
+	char name[256];
+	time_t mtime;
+	uint64_t bytes;
+};
+
+/* The regular files of directory name under root; *n of them (malloc'd; NULL when none or on error). */
+static struct entry *list_flat(struct l3scan *s, int rootfd, const char *name, DIR **dir,
+			       uint64_t *n)
 {
-	char dir[600], path[1024];
-	snprintf(dir, sizeof(dir), "%s/tmp", s->root);
-	DIR *d = opendir(dir);
-	if (!d) {
-		scan_error(s, dir, errno);
-		return;
-	}
-	time_t now = time(NULL);
-	for (struct dirent *e; (e = readdir(d));) {
+	*n = 0;
+	*dir = open_subdir(s, rootfd, name);
+	if (!*dir)
+		return NULL;
+	struct entry *list = NULL;
+	uint64_t cap = 0;
+	for (struct dirent *e; (e = readdir(*dir));) {
 		struct stat st;
-		if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
-		    now - st.st_mtim.tv_sec < L3SCAN_STALE_S)
+		if (e->d_name[0] == '.' || fstatat(dirfd(*dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISREG(st.st_mode))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (unlink(path) == 0)
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 64;
+			struct entry *more = realloc(list, cap * sizeof(*list));
+			if (!more)
+				break;
+			list = more;
+		}
+		struct entry *en = &list[(*n)++];
+		snprintf(en->name, sizeof(en->name), "%s", e->d_name);
+		en->mtime = st.st_mtim.tv_sec;
+		en->bytes = file_bytes(&st);
+	}
+	return list;
+}
+
+static void remove_stale_temporaries(struct l3scan *s, int rootfd)
+{
+	DIR *d;
+	uint64_t n;
+	struct entry *list = list_flat(s, rootfd, "tmp", &d, &n);
+	time_t now = time(NULL);
+	for (uint64_t i = 0; i < n; i++) {
+		if (now - list[i].mtime < L3SCAN_STALE_S)
+			continue;
+		if (unlinkat(dirfd(d), list[i].name, 0) == 0)
 			ADD(s, temporaries_removed, 1);
 		else
-			scan_error(s, path, errno);
+			scan_error(s, list[i].name, errno);
 	}
-	closedir(d);
+	free(list);
+	if (d)
+		closedir(d);
+}
+
+static int entry_older(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+	return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+}
+
+/*
+ * quarantine/ holds the files that failed verification, for an operator to
+ * look at: each goes after L3SCAN_QUARANTINE_S, and the oldest go first
+ * while they hold more than a sixteenth of the cap. What stays counts in
+ * L3's bytes. Returns those bytes.
+ */
+static uint64_t expire_quarantine(struct l3scan *s, int rootfd)
+{
+	DIR *d;
+	uint64_t n, bytes = 0;
+	struct entry *list = list_flat(s, rootfd, "quarantine", &d, &n);
+	if (n)
+		qsort(list, n, sizeof(*list), entry_older);
+	for (uint64_t i = 0; i < n; i++)
+		bytes += list[i].bytes;
+	time_t now = time(NULL);
+	for (uint64_t i = 0; i < n; i++) {
+		bool crowded = s->cap && bytes > s->cap / 16;
+		if (!crowded && now - list[i].mtime < L3SCAN_QUARANTINE_S)
+			continue;
+		if (unlinkat(dirfd(d), list[i].name, 0) == 0) {
+			bytes -= list[i].bytes;
+			ADD(s, quarantine_removed, 1);
+		} else {
+			scan_error(s, list[i].name, errno);
+		}
+	}
+	free(list);
+	if (d)
+		closedir(d);
+	SET(s, quarantine_bytes, bytes);
+	return bytes;
+}
+
+/*
+ * L3's own directories, made again when gone (an operator emptied the shared
+ * directory): publishes and quarantines need them. Counted when made.
+ */
+static void keep_skeleton(struct l3scan *s, int rootfd)
+{
+	static const char *const dirs[] = {"tmp", "quarantine", "v1"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		if (mkdirat(rootfd, dirs[i], 0755) == 0) {
+			ADD(s, dirs_remade, 1);
+			log_warn("l3: %s/%s was gone: made again", s->root, dirs[i]);
+		} else if (errno != EEXIST) {
+			scan_error(s, dirs[i], errno);
+		}
+	}
 }
 
 /* What each namespace of w holds, as the new usage table (w sorted by namespace). */
@@ -259,13 +399,23 @@ static void walk_once(struct l3scan *s)
 {
 	uint64_t t0 = kvt_now_ms();
 	struct walk w = {0};
-	char top[600];
-	snprintf(top, sizeof(top), "%s/v1", s->root);
-	each_subdir(s, top, walk_level, &w, "");
-	enforce_ns_quota(s, &w);
-	enforce_cap(s, &w);
+	int rootfd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0) {
+		scan_error(s, s->root, errno);
+		return;
+	}
+	keep_skeleton(s, rootfd);
+	DIR *top = open_subdir(s, rootfd, "v1");
+	if (top) {
+		walk_dir(s, &w, top, "", 0);
+		closedir(top);
+	}
+	w.bytes += expire_quarantine(s, rootfd);
+	enforce_ns_quota(s, rootfd, &w);
+	enforce_cap(s, rootfd, &w);
 	keep_usage(s, &w);
-	remove_stale_temporaries(s);
+	remove_stale_temporaries(s, rootfd);
+	close(rootfd);
 	SET(s, used_bytes, w.bytes);
 	SET(s, items, w.n);
 	SET(s, last_scan_ms, kvt_now_ms() - t0);

@@ -2,7 +2,11 @@
  * l3scan.h — the L3 keeper: a thread of its own that walks the shared L3
  * directory (blocking metadata calls, never on the event loop) every
  * interval or when asked, and on each walk
- *   - accounts every node's files (bytes, files),
+ *   - makes L3's own directories again when they are gone,
+ *   - accounts every node's files (files, and the bytes each allocates: a
+ *     sparse file costs what it holds; one past the largest part is foreign),
+ *     opening each directory from the root down through no symlink, so
+ *     nothing a writer of the shared directory links in leads it outside,
  *   - enforces the namespace quota: a namespace (its digest) whose files,
  *     every node's, pass it loses its oldest files down to 95% of it,
  *   - enforces the cap: past it, removes the oldest files by modification
@@ -10,6 +14,8 @@
  *     what it sees, so no coordinator is needed, and two nodes removing the
  *     same file is an ENOENT, not an error,
  *   - removes temporaries older than L3SCAN_STALE_S (publishers that died),
+ *   - counts quarantine/ in L3's bytes and expires it (L3SCAN_QUARANTINE_S,
+ *     or past a sixteenth of the cap, oldest first),
  *   - keeps what each namespace (digest) holds after it, for l3scan_ns_usage,
  *   - hands the list of parts it saw (namespace digest, key, rank) to its
  *     owner through a callback on the keeper's thread, for lookups.
@@ -27,6 +33,7 @@
 
 #define L3SCAN_STALE_S 600  /* a publish never takes this long: older temporaries are dead */
 #define L3SCAN_LOW 0.95     /* a cap or quota enforcement removes files down to this share of it */
+#define L3SCAN_QUARANTINE_S 3600 /* a quarantined file is kept this long for an operator to look at */
 
 #define L3SCAN_STATS(X) \
 	X(scans, COUNTER, "kvtier_l3_scans_total", "", \
@@ -37,6 +44,10 @@
 	  "L3 files this node removed, their namespace's oldest first, to keep each namespace within namespace-l3-quota.") \
 	X(temporaries_removed, COUNTER, "kvtier_l3_temporaries_removed_total", "", \
 	  "Temporaries of publishers that died, removed by the walk.") \
+	X(quarantine_removed, COUNTER, "kvtier_l3_quarantine_removed_total", "", \
+	  "Quarantined files removed: older than an hour, or past a sixteenth of l3-size, oldest first.") \
+	X(dirs_remade, COUNTER, "kvtier_l3_dirs_remade_total", "", \
+	  "L3's own directories (tmp, quarantine, v1) found gone and made again.") \
 	X(scan_errors, COUNTER, "kvtier_l3_scan_errors_total", "", \
 	  "Directories or files the walk could not read or remove (other than vanished ones).") \
 	X(capacity_bytes, GAUGE, "kvtier_tier_capacity_bytes", "tier=\"l3\"", \
@@ -46,6 +57,8 @@
 	X(used_bytes, GAUGE, "kvtier_tier_used_bytes", "tier=\"l3\"", \
 	  "Bytes of L3 files (every node's) at the end of the last walk.") \
 	X(items, GAUGE, "kvtier_tier_items", "tier=\"l3\"", "L3 files (parts) at the end of the last walk.") \
+	X(quarantine_bytes, GAUGE, "kvtier_l3_quarantine_bytes", "", \
+	  "Bytes of quarantined files (failed verification), counted in L3's bytes.") \
 	X(last_scan_ms, GAUGE, "kvtier_l3_scan_duration_ms", "", "How long the last walk took (ms).")
 
 struct l3scan_stats {

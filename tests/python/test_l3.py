@@ -576,3 +576,66 @@ def test_parts_gone_from_l1_are_published_from_l2(make_daemon, shared, tmp_path)
         view = np.frombuffer(kvtier.mmap_view(buf), dtype=np.uint8)
         assert c.load(buf.index, [(k, i * big, big) for i, k in enumerate(ks)]) == [(0, big)] * n
         assert np.array_equal(view, data)
+
+
+def test_hostile_writers_of_the_shared_directory(make_daemon, shared, tmp_path):
+    """A writer of the shared directory (issue 36, items 14 to 16 and 19): a sparse
+    file claiming 1 TiB at a part's name made every node's keeper delete every valid
+    part to get under the cap; a symlinked directory led the walk (and its removals)
+    outside L3; quarantine/ grew without bound and outside the cap; an emptied L3
+    directory was never made again. Now: a file's bytes are what it allocates, one
+    past the largest part is foreign; the walk and its removals go beneath the root
+    through no symlink, as reads do; quarantined files count, and go after an hour
+    or past a sixteenth of the cap; L3's own directories are made again."""
+    cap = 10 * FILE
+    a = node(make_daemon, shared, "--l3-size", str(cap))
+    ks, data = keys(4), data_of(4, 21)
+    store(a, ks, data)
+    published(a, 4)
+    walked(a)
+    parts = part_files(shared)
+    assert len(parts) == 4
+    # 14: a sparse giant at the name of a part of the same namespace.
+    ns_dir = os.path.dirname(os.path.dirname(os.path.dirname(parts[0])))
+    other_key = kvtier.key_chain([999] * 4, 4)[0].hex()
+    giant = os.path.join(ns_dir, other_key[:2], other_key[2:4], other_key + ".0")
+    os.makedirs(os.path.dirname(giant), exist_ok=True)
+    with open(giant, "wb") as f:
+        f.truncate(1 << 40)
+    # 15: a namespace directory linked to a directory outside L3, holding a file at a part's name.
+    outside = tmp_path / "outside"
+    victim_dir = outside / other_key[:2] / other_key[2:4]
+    victim_dir.mkdir(parents=True)
+    victim = victim_dir / (other_key + ".0")
+    victim.write_bytes(b"x" * (cap * 2))
+    os.utime(victim, (1, 1))  # the oldest file anywhere: the first a cap would remove
+    os.symlink(outside, os.path.join(shared, "v1", "00000000000000aa"))
+    # 16: quarantined files: one older than an hour, one fresh.
+    old_q = os.path.join(shared, "quarantine", "old")
+    new_q = os.path.join(shared, "quarantine", "new")
+    for p in (old_q, new_q):
+        with open(p, "wb") as f:
+            f.write(b"q" * 4096)
+    os.utime(old_q, (time.time() - 7200, time.time() - 7200))
+    walked(a)
+    s = l3(a)
+    inside = [p for p in part_files(shared) if "00000000000000aa" not in p]  # glob follows links
+    assert giant in inside and len(inside) == 5
+    assert s["files_removed"] == 0  # the old daemon removed every part for the giant
+    assert victim.exists()  # the old walk followed the link and could remove it
+    assert not os.path.exists(old_q) and os.path.exists(new_q)
+    assert s["quarantine_removed"] == 1 and s["quarantine_bytes"] == 4096
+    assert s["items"] == 4 and s["used_bytes"] == 4 * FILE + 4096
+    b = node(make_daemon, shared)
+    statuses, got = load(b, ks)
+    assert statuses == [0] * 4 and np.array_equal(got, data)
+    # 19: the directory emptied under the daemon is made again, and publishes go on.
+    for sub in ("tmp", "quarantine", "v1"):
+        subprocess.run(["rm", "-rf", os.path.join(shared, sub)], check=True)
+    walked(a)
+    walked(b)
+    assert all(os.path.isdir(os.path.join(shared, sub)) for sub in ("tmp", "quarantine", "v1"))
+    assert l3(a)["dirs_remade"] + l3(b)["dirs_remade"] == 3  # whichever node walked first
+    more = keys(2, 100)
+    store(a, more, data_of(2, 22))
+    published(a, 6)
