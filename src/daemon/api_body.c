@@ -142,6 +142,10 @@ int api_parse_policy(json_t *body, bool have_l2, struct policy_values *p, struct
 		return api_fail(err, 400, "invalid_field",
 				"tiers.l1.low_watermark: %.3g must be below high_watermark %.3g",
 				p->low, p->high);
+	case KVTD_RULE_WATERMARK_FLOOR:
+		return api_fail(err, 400, "invalid_field",
+				"tiers.l1.low_watermark: %.3g is below %.2g: each eviction would empty most of L1",
+				p->low, KVTD_WATERMARK_FLOOR);
 	case KVTD_RULE_LEASE_ORDER:
 		return api_fail(err, 400, "invalid_field",
 				"lease_default_ms: %u must not be longer than lease_max_ms %u",

@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include "l2fmt.h"
+#include "ns.h"
 #include "wire.h"
 
 /* Bytes of each header before its checksum. */
@@ -88,7 +89,7 @@ int l2fmt_record_decode(const uint8_t *block, struct l2fmt_record *r)
 	r->length = wire_u32(&rd);
 	r->flags = wire_u32(&rd);
 	r->data_checksum = wire_u64(&rd);
-	if (r->tp_size == 0 || r->rank >= r->tp_size || r->length == 0 ||
+	if (r->tp_size == 0 || r->tp_size > KVT_TP_MAX || r->rank >= r->tp_size || r->length == 0 ||
 	    (r->flags & ~L2FMT_RECORD_DROPPED))
 		return -EBADMSG;
 	return 0;

@@ -528,6 +528,8 @@ enum kvtd_rule kvtd_check_rules(double high, double low, uint64_t lease_default_
 {
 	if (!(low < high))
 		return KVTD_RULE_WATERMARK_ORDER;
+	if (low < KVTD_WATERMARK_FLOOR)
+		return KVTD_RULE_WATERMARK_FLOOR;
 	if (lease_default_ms > lease_max_ms)
 		return KVTD_RULE_LEASE_ORDER;
 	return KVTD_RULES_HOLD;
@@ -569,6 +571,10 @@ static int validate(const struct kvtd_config *cfg, char *err, size_t errlen)
 		return kvt_fail(err, errlen, -EINVAL,
 			    "l1-low-watermark: %.3g must be below l1-high-watermark %.3g",
 			    cfg->l1_low_watermark, cfg->l1_high_watermark);
+	case KVTD_RULE_WATERMARK_FLOOR:
+		return kvt_fail(err, errlen, -EINVAL,
+			    "l1-low-watermark: %.3g is below %.2g: each eviction would empty most of L1",
+			    cfg->l1_low_watermark, KVTD_WATERMARK_FLOOR);
 	case KVTD_RULE_LEASE_ORDER:
 		return kvt_fail(err, errlen, -EINVAL,
 			    "lease-default-ms: %" PRIu64 " must not be longer than lease-max-ms %" PRIu64,

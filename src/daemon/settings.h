@@ -97,8 +97,15 @@ void kvtd_config_diff(const struct kvtd_config *a, const struct kvtd_config *b,
 enum kvtd_rule {
 	KVTD_RULES_HOLD,
 	KVTD_RULE_WATERMARK_ORDER,   /* low watermark < high watermark */
+	KVTD_RULE_WATERMARK_FLOOR,   /* low watermark >= KVTD_WATERMARK_FLOOR */
 	KVTD_RULE_LEASE_ORDER,       /* lease default <= lease max */
 };
+/*
+ * The lowest low watermark: below it each eviction would empty most of L1
+ * (a near-zero one, all of it, at the first byte past the high one).
+ */
+#define KVTD_WATERMARK_FLOOR 0.5
+
 enum kvtd_rule kvtd_check_rules(double high, double low, uint64_t lease_default_ms,
 				uint64_t lease_max_ms);
 

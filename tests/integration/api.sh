@@ -59,6 +59,8 @@ req GET /v1/policy
 expect "the change is live" 200 '"high_watermark":0.8'
 req PUT /v1/policy '{"tiers":{"l1":{"low_watermark":0.9}}}'
 expect "watermarks out of order name the field" 400 '{"error":{"code":"invalid_field","message":"tiers.l1.low_watermark: 0.9 must be below high_watermark 0.8"}}'
+req PUT /v1/policy '{"tiers":{"l1":{"high_watermark":0.02,"low_watermark":0.01}}}'
+expect "near-zero watermarks are refused (issue 36, item 19)" 400 '{"error":{"code":"invalid_field","message":"tiers.l1.low_watermark: 0.01 is below 0.5: each eviction would empty most of L1"}}'
 req PUT /v1/policy '{"tiers":{"l1":{"high_watermark":"high"}}}'
 expect "a wrong type names the field" 400 'tiers.l1.high_watermark: must be a number in (0, 1]'
 req PUT /v1/policy '{"colour":"blue"}'

@@ -687,6 +687,10 @@ static void test_format_rejects_bad_headers(void **state)
 	uint64_t sum = XXH3_64bits(block, 64);
 	memcpy(block + 64, &sum, 8);
 	assert_int_equal(l2fmt_record_decode(block, &out), -EPROTO);
+	/* A TP size past KVT_TP_MAX (issue 36, item 19): per-item arrays are sized by it. */
+	rec.tp_size = KVT_TP_MAX + 1;
+	l2fmt_record_encode(block, &rec);
+	assert_int_equal(l2fmt_record_decode(block, &out), -EBADMSG);
 }
 
 int main(void)

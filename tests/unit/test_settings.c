@@ -158,6 +158,9 @@ static void test_flag_errors(void **state)
 	expect_error((const char *[]){"--l1-high-watermark", "1.5", NULL}, "not a fraction");
 	expect_error((const char *[]){"--l1-high-watermark", "0.5", NULL},
 		     "l1-low-watermark: 0.9 must be below l1-high-watermark 0.5");
+	expect_error((const char *[]){"--l1-high-watermark", "0.02", "--l1-low-watermark", "0.01",
+				      NULL},
+		     "l1-low-watermark: 0.01 is below 0.5: each eviction would empty most of L1");
 	expect_error((const char *[]){"--max-leases", "-3", NULL},
 		     "--max-leases: '-3' is negative; give a whole number >= 1");
 	expect_error((const char *[]){"--max-leases", "3x", NULL}, "'3x' is not a whole number");
