@@ -110,7 +110,8 @@ def test_connections_without_hello_make_room(make_daemon):
     (item 12): at --max-connections the oldest connection without a HELLO is closed to
     make room, and one that stays silent is closed after --hello-timeout-ms."""
     d = make_daemon("--max-connections", "8", "--hello-timeout-ms", "1000")
-    silent = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(8)]
+    existing = kvtier.Client(d.socket, "m", 4096)  # there before the attack
+    silent = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(7)]
     try:
         for s in silent:
             s.connect(d.socket)
@@ -121,8 +122,10 @@ def test_connections_without_hello_make_room(make_daemon):
         for s in silent[1:]:
             s.settimeout(10)
             assert s.recv(1) == b""  # closed at its timeout: 1 s, checked each 0.5 s
-        assert rejected(d, "hello_timeout") == 8
+        assert rejected(d, "hello_timeout") == 7
+        existing.ping()
     finally:
+        existing.close()
         for s in silent:
             s.close()
 
