@@ -16,7 +16,7 @@ TOP=$(pwd)
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
-libmicrohttpd-dev libjansson-dev liburing-dev libxxhash-dev libcmocka-dev curl prometheus python3
+libmicrohttpd-dev libjansson-dev liburing-dev libxxhash-dev nettle-dev libcmocka-dev curl prometheus python3
 python3-pytest python3-numpy python3-torch python3-setuptools python3-matplotlib python3-venv
 chromium chromium-driver python3-selenium yamllint systemd"
 

@@ -90,7 +90,7 @@ int l2fmt_record_decode(const uint8_t *block, struct l2fmt_record *r)
 	r->flags = wire_u32(&rd);
 	r->data_checksum = wire_u64(&rd);
 	if (r->tp_size == 0 || r->tp_size > KVT_TP_MAX || r->rank >= r->tp_size || r->length == 0 ||
-	    (r->flags & ~L2FMT_RECORD_DROPPED))
+	    (r->flags & ~(L2FMT_RECORD_DROPPED | L2FMT_RECORD_MAC)))
 		return -EBADMSG;
 	return 0;
 }

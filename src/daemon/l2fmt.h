@@ -36,6 +36,13 @@ struct l2fmt_record {
 
 /* The record was dropped (a namespace deleted): the scan steps over it. */
 #define L2FMT_RECORD_DROPPED 1u
+/* An L3 part signed with a cluster key (l3mac.h): its MAC is at L2FMT_MAC_OFFSET. */
+#define L2FMT_RECORD_MAC 2u
+
+/* The MAC of a signed part: over the header's first L2FMT_MAC_SIGNED bytes, then the data. */
+#define L2FMT_MAC_OFFSET 128u
+#define L2FMT_MAC_BYTES 32u
+#define L2FMT_MAC_SIGNED 72u    /* the fields and their XXH3 (flags included) */
 
 /* Rounds n up to whole blocks. */
 static inline uint64_t l2fmt_align(uint64_t n)

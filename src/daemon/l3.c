@@ -322,20 +322,46 @@ static struct l3_op *op_of_job(struct offload_job *job)
 
 /* --- checksums: on the offload thread when there is one --- */
 
-static void checksum_run(struct offload_job *job)
+/* A read's data against its header: the XXH3, then (with a key) the signature. */
+static void verify_run(struct offload_job *job)
 {
 	struct l3_op *op = op_of_job(job);
-	op->computed = XXH3_64bits(op->data, op->length);
+	const struct l3mac_key *key = op->l3->key;
+	struct l2fmt_record r;
+	(void)l2fmt_record_decode(op->hdr, &r); /* decoded by header_check already */
+	if (XXH3_64bits(op->data, op->length) != op->checksum)
+		op->verdict = -EBADMSG;
+	else if (key && !(r.flags & L2FMT_RECORD_MAC))
+		op->verdict = -ENOENT;
+	else if (key && !l3mac_verify(key, op->hdr, op->data, op->length))
+		op->verdict = -EKEYREJECTED;
+	else
+		op->verdict = 0;
 }
 
-/* Computes op->computed over its data, then then(op) on the owner's thread. */
-static void checksum(struct l3_op *op, void (*then)(struct offload_job *job))
+/* A publish's header: the data's XXH3, the fields, then (with a key) the signature. */
+static void seal_run(struct offload_job *job)
 {
-	op->job = (struct offload_job){.run = checksum_run, .done = then};
+	struct l3_op *op = op_of_job(job);
+	const struct l3mac_key *key = op->l3->key;
+	struct l2fmt_record r = {.ns_digest = op->ns_digest, .key = op->key, .rank = op->rank,
+				 .tp_size = op->tp_size, .length = op->length,
+				 .flags = key ? L2FMT_RECORD_MAC : 0,
+				 .data_checksum = XXH3_64bits(op->data, op->length)};
+	l2fmt_record_encode(op->hdr, &r);
+	if (key)
+		l3mac_sign(key, op->hdr, op->data, op->length);
+}
+
+/* Runs run(op) (a hash over its data), then then(op) on the owner's thread. */
+static void hash(struct l3_op *op, void (*run)(struct offload_job *job),
+		 void (*then)(struct offload_job *job))
+{
+	op->job = (struct offload_job){.run = run, .done = then};
 	if (op->l3->offload) {
 		offload_submit(op->l3->offload, &op->job);
 	} else {
-		checksum_run(&op->job);
+		run(&op->job);
 		then(&op->job);
 	}
 }
@@ -343,10 +369,17 @@ static void checksum(struct l3_op *op, void (*then)(struct offload_job *job))
 static void data_checked(struct offload_job *job)
 {
 	struct l3_op *op = op_of_job(job);
-	if (op->computed != op->checksum)
+	if (op->verdict == -ENOENT) { /* unsigned: a keyless node's, left for it */
+		COUNT(op->l3, unsigned_parts, 1);
+		finish(op, -ENOENT);
+	} else if (op->verdict == -EKEYREJECTED) {
+		COUNT(op->l3, bad_signatures, 1);
 		quarantine(op);
-	else
+	} else if (op->verdict) {
+		quarantine(op);
+	} else {
 		finish(op, 0);
+	}
 }
 
 static void read_step(struct l3_op *op, int res)
@@ -394,7 +427,7 @@ static void read_step(struct l3_op *op, int res)
 		} else if ((uint32_t)res < op->length) {
 			quarantine(op); /* truncated */
 		} else {
-			checksum(op, data_checked);
+			hash(op, verify_run, data_checked);
 		}
 		return;
 	case READ_QUARANTINE:
@@ -590,15 +623,10 @@ static void tmp_name(struct l3 *l3, struct l3_op *op, const char *what)
 		 (int)getpid(), what, l3->tmp_seq++);
 }
 
-/* The data's checksum is known: the header, then the temporary. */
-static void publish_checked(struct offload_job *job)
+/* The header is sealed (and signed): the temporary. */
+static void publish_sealed(struct offload_job *job)
 {
-	struct l3_op *op = op_of_job(job);
-	struct l2fmt_record r = {.ns_digest = op->ns_digest, .key = op->key, .rank = op->rank,
-				 .tp_size = op->tp_size, .length = op->length,
-				 .data_checksum = op->computed};
-	l2fmt_record_encode(op->hdr, &r);
-	go(op, PUB_OPEN);
+	go(op_of_job(job), PUB_OPEN);
 }
 
 int l3_publish_begin(struct l3 *l3, const struct kvt_ns *ns, const struct kvt_key *key,
@@ -620,7 +648,7 @@ int l3_publish_begin(struct l3 *l3, const struct kvt_ns *ns, const struct kvt_ke
 	op->data = (uint8_t *)data;
 	op->length = length;
 	tmp_name(l3, op, "");
-	checksum(op, publish_checked);
+	hash(op, seal_run, publish_sealed);
 	return 0;
 }
 
@@ -856,7 +884,7 @@ int l3_open(struct l3 *l3, const struct l3_config *cfg, char *why, size_t whylen
 			  .queue_depth = cfg->queue_depth ? cfg->queue_depth : 64,
 			  .op_timeout = {.tv_sec = link_ms / 1000,
 					 .tv_nsec = (long long)(link_ms % 1000) * 1000000},
-			  .op_timeout_ms = cfg->op_timeout_ms};
+			  .op_timeout_ms = cfg->op_timeout_ms, .key = cfg->key};
 	STAILQ_INIT(&l3->queued);
 	LIST_INIT(&l3->reads);
 	int err = open_root(l3, cfg, why, whylen);

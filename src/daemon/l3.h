@@ -44,6 +44,7 @@
 
 #include "kvtier/kvtier.h"
 #include "l2fmt.h"
+#include "l3mac.h"
 #include "offload.h"
 #include "ns.h"
 #include "stat_table.h"
@@ -78,6 +79,10 @@
 	  "Abandoned L3 reads the kernel still holds, each keeping its file open and its target memory (an L1 slot or a bounce buffer) until it returns.") \
 	X(probes, COUNTER, "kvtier_l3_probes_total", "", \
 	  "Probes of a degraded L3 (the mount's device, a file created and removed).") \
+	X(unsigned_parts, COUNTER, "kvtier_l3_signature_failures_total", "reason=\"unsigned\"", \
+	  "With l3-key-file: parts read that carry no signature (a miss, left in place: a node without the key wrote them).") \
+	X(bad_signatures, COUNTER, "kvtier_l3_signature_failures_total", "reason=\"bad\"", \
+	  "With l3-key-file: parts read whose signature does not verify (forged or corrupt: quarantined, a miss).") \
 	X(degraded, GAUGE, "kvtier_l3_degraded", "", \
 	  "1 while L3 is degraded (read-only, full, gone, failing): publishes stop, a probe retries.")
 
@@ -119,7 +124,7 @@ struct l3_op {
 	uint8_t *data;
 	uint8_t *hdr;                /* one aligned L2FMT_BLOCK, from begin to finish */
 	uint64_t checksum;           /* read: the header's data checksum */
-	uint64_t computed;           /* the data's checksum, once computed */
+	int verdict;                 /* read: 0 verified, -EBADMSG bad (quarantine), -ENOENT unsigned */
 	struct offload_job job;      /* the checksum, on l3->offload's thread when there is one */
 	struct iovec iov[2];         /* publish: header and data, one write */
 	unsigned mkdir_level;        /* publish: parents being made */
@@ -169,6 +174,8 @@ struct l3_config {
 	uint32_t op_timeout_ms;      /* an operation's step is cancelled past it; 0: never */
 	bool no_cancel;              /* tests: no linked timeouts, as where the kernel refuses
 					the cancel (l3_abandon_stuck still counts op_timeout_ms) */
+	const struct l3mac_key *key; /* signs publishes, and only signed parts are served;
+					NULL: none (outlives the l3) */
 };
 
 struct l3 {
@@ -192,6 +199,7 @@ struct l3 {
 	struct l3_op probe;
 	bool probing;
 	struct offload *offload;     /* checksums run there (NULL: on the owner); its owner reaps */
+	const struct l3mac_key *key; /* the config's */
 	struct l3_stats stats;
 };
 

@@ -441,8 +441,13 @@ static int open_tier(struct l3svc *s, const struct kvtd_config *cfg, struct loop
 	bool no_cancel = getenv("KVTIERD_TEST_L3_NO_CANCEL") != NULL;
 	if (no_cancel)
 		log_warn("l3: KVTIERD_TEST_L3_NO_CANCEL is set: L3 steps carry no linked timeouts (a test hook)");
+	if (cfg->l3_key_file && l3mac_load(cfg->l3_key_file, &s->key, why, sizeof(why))) {
+		log_error("l3: %s", why);
+		return -EINVAL;
+	}
 	struct l3_config lc = {.path = cfg->l3_path, .queue_depth = (uint32_t)cfg->l3_queue_depth,
-			       .op_timeout_ms = (uint32_t)cfg->l3_op_timeout_ms, .no_cancel = no_cancel};
+			       .op_timeout_ms = (uint32_t)cfg->l3_op_timeout_ms, .no_cancel = no_cancel,
+			       .key = cfg->l3_key_file ? &s->key : NULL};
 	int err = l3_open(&s->l3, &lc, why, sizeof(why));
 	if (err) {
 		log_error("l3: l3-path %s", why);

@@ -24,6 +24,7 @@
 #include "l1.h"
 #include "l2.h"
 #include "l3.h"
+#include "l3mac.h"
 #include "l3scan.h"
 #include "loop.h"
 #include "ns.h"
@@ -56,6 +57,7 @@ struct l3svc_pending {            /* a stored part waiting to be published */
 struct l3svc {
 	struct tier tier;              /* what the stack sees */
 	struct l3 l3;
+	struct l3mac_key key;          /* with l3-key-file: signs and checks parts (l3mac.h) */
 	struct l3scan scan;
 	bool open;
 	struct loop *loop;

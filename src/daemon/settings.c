@@ -125,6 +125,9 @@ static const struct option_def options[] = {
 	 "regions of L2 filled at once: the record headers of blocks written from their L1 slots, and the copied blocks of victims evicted dirty"},
 	{"l3-path", 0, OPT_PATH, OFF(l3_path), NULL, "none: no L3 tier", 0, 0, false, "DIR",
 	 "directory on a file system the kvtierd of many nodes share (NFS, CephFS, Lustre, ...) for the L3 tier: one file per block part, published by link, read and verified on L1 and L2 misses; it must exist and be writable"},
+	{"l3-key-file", 0, OPT_PATH, OFF(l3_key_file), NULL, "none: parts unsigned", 0, 0, false,
+	 "FILE",
+	 "file holding the L3 cluster key (32 to 4096 raw bytes, the same on every node): this node signs what it publishes (HMAC-SHA256) and serves only parts whose signature verifies"},
 	{"l3-size", 0, OPT_SIZE, OFF(l3_size), "0", NULL, 0, UINT64_MAX, false, "SIZE",
 	 "cap on the bytes of L3 files, all nodes together: past it each node removes the oldest files (by modification time) when it walks the directory; 0: no cap"},
 	{"namespace-l3-quota", 0, OPT_SIZE, OFF(namespace_l3_quota), "0", NULL, 0, UINT64_MAX,
@@ -588,6 +591,8 @@ static int validate(const struct kvtd_config *cfg, char *err, size_t errlen)
 		return kvt_fail(err, errlen, -EINVAL, "l2-region-size: must be a multiple of 4 KiB");
 	if (cfg->l2_region_size && !cfg->l2_path)
 		return kvt_fail(err, errlen, -EINVAL, "l2-region-size: given without l2-path");
+	if (cfg->l3_key_file && !cfg->l3_path)
+		return kvt_fail(err, errlen, -EINVAL, "l3-key-file: given without l3-path");
 	if (cfg->l3_size && !cfg->l3_path)
 		return kvt_fail(err, errlen, -EINVAL, "l3-size: given without l3-path");
 	if (cfg->namespace_l3_quota && !cfg->l3_path)

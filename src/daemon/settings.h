@@ -50,6 +50,7 @@ struct kvtd_config {
 	uint64_t l2_queue_depth;
 	uint64_t l2_write_buffers;
 	char *l3_path;
+	char *l3_key_file;
 	uint64_t l3_size;
 	uint64_t namespace_l3_quota;
 	uint64_t l3_queue_depth;

@@ -639,3 +639,33 @@ def test_hostile_writers_of_the_shared_directory(make_daemon, shared, tmp_path):
     more = keys(2, 100)
     store(a, more, data_of(2, 22))
     published(a, 6)
+
+
+def test_signed_parts_with_a_cluster_key(make_daemon, shared, tmp_path):
+    """--l3-key-file (issue 36, item 17): a node with the cluster key signs what it
+    publishes and serves only parts whose signature verifies. A part a keyless node
+    published is a miss left in place; one signed with another key (a forger's) is
+    quarantined; a keyless node still reads signed parts."""
+    key, other = tmp_path / "key", tmp_path / "other"
+    key.write_bytes(os.urandom(32))
+    other.write_bytes(os.urandom(32))
+    a = node(make_daemon, shared, "--l3-key-file", str(key))
+    ks, data = keys(3), data_of(3, 31)
+    store(a, ks[:1], data[:BLOCK])
+    published(a, 1)
+    keyless = node(make_daemon, shared)
+    store(keyless, ks[1:2], data[BLOCK:2 * BLOCK])
+    published(keyless, 1)
+    forger = node(make_daemon, shared, "--l3-key-file", str(other))
+    store(forger, ks[2:3], data[2 * BLOCK:])
+    published(forger, 1)
+    b = node(make_daemon, shared, "--l3-key-file", str(key))
+    walked(b)
+    statuses, got = load(b, ks)
+    assert statuses == [0, -2, -2], statuses  # served; unsigned and forged: misses
+    assert np.array_equal(got[:BLOCK], data[:BLOCK])
+    s = l3(b)
+    assert (s["unsigned_parts"], s["bad_signatures"], s["quarantined"]) == (1, 1, 1)
+    assert len(part_files(shared)) == 2  # the forged part went to quarantine/
+    statuses, got = load(node(make_daemon, shared), ks[:2])
+    assert statuses == [0, 0] and np.array_equal(got, data[:2 * BLOCK])

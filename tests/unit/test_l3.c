@@ -438,10 +438,51 @@ static void test_symlinked_part_is_refused(void **state)
 	assert_int_equal(read_back(f, 40, ROOM), 0); /* the file itself is served */
 }
 
+/*
+ * A signature (l3mac.h) covers the header's signed fields and the data: a
+ * change to either, or another key, fails it; a key file too short is refused.
+ */
+static void test_signatures(void **state)
+{
+	(void)state;
+	static struct l3mac_key key, other;
+	char path[] = "/tmp/kvtier-l3key-XXXXXX", why[256];
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "0123456789", 10), 10);
+	assert_int_equal(l3mac_load(path, &key, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "the key must be 32 to 4096 bytes"));
+	assert_int_equal(write(fd, "0123456789abcdefghijklmnopqrstuv", 32), 32);
+	assert_int_equal(l3mac_load(path, &key, why, sizeof(why)), 0);
+	assert_int_equal(key.len, 42);
+	close(fd);
+	unlink(path);
+	other = key;
+	other.bytes[0] ^= 1;
+	_Alignas(4096) static uint8_t hdr[L2FMT_BLOCK];
+	uint8_t data[100];
+	test_fill(data, sizeof(data), 5);
+	struct l2fmt_record r = {.ns_digest = 1, .key = test_key(2), .tp_size = 1,
+				 .length = sizeof(data), .flags = L2FMT_RECORD_MAC};
+	l2fmt_record_encode(hdr, &r);
+	l3mac_sign(&key, hdr, data, sizeof(data));
+	assert_true(l3mac_verify(&key, hdr, data, sizeof(data)));
+	assert_false(l3mac_verify(&other, hdr, data, sizeof(data)));
+	data[99] ^= 1;
+	assert_false(l3mac_verify(&key, hdr, data, sizeof(data)));
+	data[99] ^= 1;
+	hdr[L2FMT_MAC_SIGNED - 1] ^= 1; /* the last signed byte: the header's own XXH3 */
+	assert_false(l3mac_verify(&key, hdr, data, sizeof(data)));
+	hdr[L2FMT_MAC_SIGNED - 1] ^= 1;
+	hdr[L2FMT_MAC_OFFSET] ^= 1;
+	assert_false(l3mac_verify(&key, hdr, data, sizeof(data)));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_signatures),
 		cmocka_unit_test_setup_teardown(test_publish_then_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corruption_is_quarantined, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_refusals_and_dead_temporaries, setup,
