@@ -24,18 +24,26 @@
 /*
  * Out of fds, accept would fail and the listener stay readable: the loop
  * would spin. The spare fd, given up for a moment, takes the waiting
- * connection, which is closed at once (the client sees the close).
+ * connection, which is closed at once (the client sees the close). True
+ * when one was shed; false when there was no spare (another thread took the
+ * fd it freed): then the listener rests until the next HELLO timer tick.
  */
-static void shed_at_fd_limit(struct dp *dp)
+static bool shed_at_fd_limit(struct dp *dp)
 {
 	if (dp->spare_fd >= 0)
 		close(dp->spare_fd);
-	int fd = accept4(dp->listen_src.fd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = dp->spare_fd >= 0 ? accept4(dp->listen_src.fd, NULL, NULL, SOCK_CLOEXEC) : -1;
 	if (fd >= 0) {
 		STAT_ADD(dp, rejected.fd_limit, 1);
 		close(fd);
 	}
 	dp->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || dp->spare_fd < 0) {
+		dp->listen_resting = true;
+		loop_mod(dp->loop, &dp->listen_src, 0);
+		return false;
+	}
+	return true;
 }
 
 static void on_accept(struct loop_source *src, uint32_t events)
@@ -45,8 +53,9 @@ static void on_accept(struct loop_source *src, uint32_t events)
 	for (;;) {
 		int fd = accept4(src->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
-			shed_at_fd_limit(dp);
-			continue;
+			if (shed_at_fd_limit(dp))
+				continue;
+			return;
 		}
 		if (fd < 0)
 			return;
@@ -63,6 +72,12 @@ static void on_hello_timer(struct loop_timer *t)
 {
 	struct dp *dp = (struct dp *)((char *)t - offsetof(struct dp, hello_timer));
 	conn_close_overdue(dp, kvt_now_ms());
+	if (dp->listen_resting) { /* out of fds at the last accept: try again */
+		dp->listen_resting = false;
+		if (dp->spare_fd < 0)
+			dp->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		loop_mod(dp->loop, &dp->listen_src, EPOLLIN);
+	}
 }
 
 static void on_copies_done(struct loop_source *src, uint32_t events)

@@ -10,6 +10,7 @@
 #ifndef KVTD_DP_H
 #define KVTD_DP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/queue.h>
 
@@ -52,6 +53,7 @@ struct dp {
 	struct dp_peer_limits peer;
 	uint64_t namespace_l1_quota, namespace_l2_quota;
 	int spare_fd;                /* closed to accept and shed a connection at the fd limit */
+	bool listen_resting;         /* out of fds, no spare: the listener waits for hello_timer */
 	struct loop_timer hello_timer; /* closes connections past hello_timeout_ms */
 	struct l1 *l1;
 	struct tiering tiering;      /* L2 and the mode, set by l2svc.h and policy.h */

@@ -12,12 +12,14 @@ import json
 import os
 import socket
 import struct
+import time
 import urllib.request
 
 import pytest
 
 import kvtier
 from kvtier import KvtierError
+from kvtierd import Daemon
 from test_hostile_sessions import HDR, MAGIC, hello, recv_exact
 
 MiB = 1 << 20
@@ -179,3 +181,42 @@ def test_fds_come_only_with_register(daemon):
         os.close(spare)
     status, session = hello(daemon.socket, b"m", 4096, 0)
     assert status == 0 and session
+
+
+def test_out_of_fds_sheds_and_recovers(tmp_path, monkeypatch):
+    """At the fd limit accept fails, the listener stays readable and the loop would
+    spin (item 13): a spare fd is given up to accept the waiting connection and close
+    it at once (fd_limit), and once fds are free again new clients are served. The
+    daemon runs with a limit of 96 fds here, and says it is low."""
+    exe = os.environ.get("KVTIERD", os.path.join(os.environ.get("KVT_BUILDDIR", "."), "kvtierd"))
+    wrapper = tmp_path / "kvtierd-96-fds"
+    wrapper.write_text(f'#!/bin/sh\nulimit -Sn 96 && ulimit -Hn 96 && exec "{os.path.abspath(exe)}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("KVTIERD", str(wrapper))
+    run = tmp_path / "run"
+    run.mkdir()
+    d = Daemon(run, "--hello-timeout-ms", "60000")
+    held = []
+    try:
+        assert "file descriptors: the limit is 96" in d.text()
+        for _ in range(120):  # more than the daemon has fds for
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(d.socket)
+            held.append(s)
+        held[-1].settimeout(10)
+        assert held[-1].recv(1) == b""  # accepted and closed at once: the old daemon spun
+    finally:
+        for s in held:
+            s.close()
+    try:
+        deadline = time.monotonic() + 10  # the daemon frees the fds of the closed sockets
+        while True:
+            try:
+                with kvtier.Client(d.socket, "m", 4096) as c:
+                    c.ping()
+                break
+            except KvtierError:
+                assert time.monotonic() < deadline, "no client served once the fds were free"
+        assert rejected(d, "fd_limit") > 0
+    finally:
+        d.stop_checked()
