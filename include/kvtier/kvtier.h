@@ -52,6 +52,14 @@ enum kvt_errcode {
 KVT_API const char *kvt_strerror(int err);
 
 /*
+ * Where kvtierd listens when run by this user with no --socket or
+ * --runtime-dir: /run/kvtier/kvtierd.sock as root, else
+ * $XDG_RUNTIME_DIR/kvtier/kvtierd.sock, else /tmp/kvtier-UID/kvtierd.sock.
+ * 0, or -ENAMETOOLONG when it does not fit in buf.
+ */
+KVT_API int kvt_default_socket(char *buf, size_t len);
+
+/*
  * Parses a size: plain bytes ("4096") or a number with a unit, binary
  * ("KiB MiB GiB TiB") or decimal ("KB MB GB TB"), with or without a space
  * ("64MiB", "64 MiB"). Returns 0, -EINVAL for a malformed string or unknown

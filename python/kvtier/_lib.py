@@ -150,6 +150,7 @@ _PROTOTYPES = {
     "kvt_client_close": (None, [_vp]),
     "kvt_client_lanes": (ctypes.c_uint, [_vp]),
     "kvt_client_session": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_size_t]),
+    "kvt_default_socket": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t]),
     "kvt_buffer_register": (_int, [_vp, _int, _u64, _P(_u32)]),
     "kvt_buffer_create": (_int, [_vp, _u64, _P(_vp), _P(_u32)]),
     "kvt_buffer_unregister": (_int, [_vp, _u32]),

@@ -54,6 +54,14 @@ def strerror(code):
     return lib.kvt_strerror(code).decode()
 
 
+def default_socket() -> str:
+    """Where kvtierd listens when run by this user with no --socket: /run/kvtier/kvtierd.sock
+    as root, else $XDG_RUNTIME_DIR/kvtier/kvtierd.sock, else /tmp/kvtier-UID/kvtierd.sock."""
+    buf = ctypes.create_string_buffer(4096)
+    check(lib.kvt_default_socket(buf, len(buf)), "kvt_default_socket")
+    return buf.value.decode()
+
+
 def parse_size(text):
     """Bytes of "64MiB", "1.5GB", "4096" (kvt_parse_size's units)."""
     out = ctypes.c_uint64()

@@ -283,7 +283,12 @@ static int post_evict(struct http_ctx *ctx, const char *tier, json_t *body, json
 		      struct api_error *err)
 {
 	struct tier *lower = tiers_find(ctx->tiers, tier);
-	if (strcmp(tier, "l1") != 0 && !(lower && lower->ops->evict)) {
+	if (lower && !lower->ops->evict)
+		return api_fail(err, 409, "not_evictable",
+				"%s is shared by every node: its files go by l3-size and "
+				"namespace-l3-quota, or with their namespace (DELETE /v1/namespaces/ID)",
+				tier);
+	if (strcmp(tier, "l1") != 0 && !lower) {
 		char names[128];
 		evictable_names(ctx->tiers, names, sizeof(names));
 		return api_fail(err, 404, "not_found", "no tier named \"%s\" (tiers: %s)", tier, names);

@@ -136,7 +136,7 @@ void dp_buffers_foreach(const struct dp *dp,
 		const struct dp_session *s = LIST_FIRST(&dp->sessions);
 		while (s && s->id != b->session)
 			s = LIST_NEXT(s, link);
-		fn(i, b, s ? s->pid : 0, ctx);
+		fn(i, b, s ? s->pid : b->pid, ctx); /* a path buffer: the pid it was given to */
 	}
 }
 

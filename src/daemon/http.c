@@ -478,13 +478,13 @@ struct http_server *http_start(const char *listen, struct http_ctx *ctx, char *w
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, srv,
+				    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, /* first: for every message */
 				    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				    MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
 				    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
 				    MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTP_THREAD_STACK,
 				    MHD_OPTION_NOTIFY_COMPLETED, request_done, srv,
 				    MHD_OPTION_NOTIFY_CONNECTION, connection_event, srv,
-				    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
 				    MHD_OPTION_END);
 	if (!srv->mhd) {

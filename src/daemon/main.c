@@ -156,7 +156,7 @@ static void check_memlock(uint64_t bytes)
 		 have, need);
 }
 
-/* Pins the L1 arena for DMA so GPU copies run at PCIe speed (DESIGN.md: 1/8 when pageable). */
+/* Pins the L1 arena for DMA so GPU copies run at PCIe speed (docs/gpu.md: 1/8 when pageable). */
 static int pin_l1(struct kvtd *d)
 {
 	struct arena *a = &d->l1.arena;

@@ -14,6 +14,7 @@
 
 #include "kvtier/kvtier.h"
 #include "ns.h"
+#include "runtime.h"
 #include "settings.h"
 
 enum opt_type {
@@ -484,21 +485,18 @@ uint64_t kvtd_memory_limit(void)
 
 static int default_runtime_dir(struct kvtd_config *cfg)
 {
-	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	char buf[4096];
-	if (geteuid() == 0)
-		snprintf(buf, sizeof(buf), "/run/kvtier");
-	else if (xdg && *xdg)
-		snprintf(buf, sizeof(buf), "%s/kvtier", xdg);
-	else
-		snprintf(buf, sizeof(buf), "/tmp/kvtier-%u", (unsigned)geteuid());
+	int err = kvt_default_runtime_dir(buf, sizeof(buf));
+	if (err)
+		return err;
 	return (cfg->runtime_dir = strdup(buf)) ? 0 : -ENOMEM;
 }
 
 static int resolve_computed(struct kvtd_config *cfg, char *err, size_t errlen)
 {
 	if (!cfg->runtime_dir && default_runtime_dir(cfg))
-		return kvt_fail(err, errlen, -EINVAL, "out of memory");
+		return kvt_fail(err, errlen, -EINVAL,
+				"runtime-dir: the default ($XDG_RUNTIME_DIR/kvtier) is too long, or out of memory");
 	if (!cfg->socket_path) {
 		size_t n = strlen(cfg->runtime_dir) + sizeof("/kvtierd.sock");
 		if (!(cfg->socket_path = malloc(n)))

@@ -7,7 +7,7 @@
  * stores and loads R sets of new keys, samples the ceiling after every phase,
  * and reports medians: on a shared VM one sample of either swings by a third.
  *
- *   kvtier-bench --socket PATH [--block-size SIZE] [--blocks N] [--lanes L]
+ *   kvtier-bench [--socket PATH] [--block-size SIZE] [--blocks N] [--lanes L]
  *                [--inflight C] [--batch B] [--threads T] [--rounds R] [--json]
  */
 #include "config.h"
@@ -29,6 +29,7 @@
 
 struct opts {
 	const char *socket;
+	char default_socket[4096];
 	uint64_t block;
 	uint32_t blocks;
 	unsigned lanes;
@@ -282,9 +283,11 @@ static double lookups(struct kvt_client *c, const struct kvt_key *keys, uint32_t
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: kvtier-bench --socket PATH [--block-size SIZE] [--blocks N] [--lanes L]\n"
+	fprintf(f, "usage: kvtier-bench [--socket PATH] [--block-size SIZE] [--blocks N] [--lanes L]\n"
 		   "                    [--inflight C] [--batch B] [--threads T] [--rounds R]\n"
 		   "                    [--no-warmup] [--json]\n"
+		   "  --socket PATH      kvtierd's socket (default: kvtierd's own default for this\n"
+		   "                     user, kvt_default_socket: /run/kvtier/kvtierd.sock as root)\n"
 		   "  --block-size SIZE  bytes per block (default 2MiB)\n"
 		   "  --blocks N         blocks stored then loaded (default 256)\n"
 		   "  --lanes L          connections, one thread each (default 2)\n"
@@ -329,6 +332,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		default: return -1;
 		}
 	}
+	if (!o->socket && kvt_default_socket(o->default_socket, sizeof(o->default_socket)) == 0)
+		o->socket = o->default_socket;
 	if (!o->socket || o->block < 8 || o->block > UINT32_MAX || o->blocks == 0 ||
 	    o->lanes == 0 || o->lanes > 1024 || o->inflight == 0 || o->inflight > 4096 ||
 	    o->batch == 0 || o->batch > 4096 || o->threads == 0 || o->threads > 256 ||

@@ -9,6 +9,22 @@ SRC=${KVT_SRCDIR:-$(dirname "$0")/../..}
 MAN=$SRC/man/kvtierd.8
 DOC=$SRC/docs/configuration.md
 
+# Every relative link of the Markdown pages names a file of the repository,
+# and no page cites the design notes that live outside it (DESIGN.md).
+for page in "$SRC"/README.md "$SRC"/docs/*.md "$SRC"/deploy/*/README.md "$SRC"/deploy/README.md; do
+	[ -f "$page" ] || continue
+	dir=$(dirname "$page")
+	name=${page#"$SRC"/}
+	grep -o '](\([^)#:]*\)[)#]' "$page" | sed 's/^](//; s/[)#]$//' | sort -u |
+		while read -r target; do
+			[ -n "$target" ] && [ ! -e "$dir/$target" ] && echo "$target"
+		done >"$TMP/broken"
+	broken=$(tr '\n' ' ' <"$TMP/broken")
+	check "$name: every relative link resolves${broken:+ (not found: $broken)}" test -z "$broken"
+	check "$name cites no DESIGN.md (it is not in the repository)" \
+		sh -c '! grep -q "DESIGN\.md" "$1"' sh "$page"
+done
+
 # Every program the build made answers --help: its usage on stdout, exit 0.
 BUILD=$(dirname "$KVTIERD")
 for prog in kvtierd kvtier-bench kvtier-l1-bench kvtier-l2-bench kvtier-pipeline-bench \

@@ -414,6 +414,17 @@ static void test_buffer_registered_by_path(void **state)
 	assert_int_equal(status, 200);
 	uint32_t foreign = (uint32_t)json_integer_value(json_object_get(j, "index"));
 	json_decref(j);
+	/* The listing names the pid each path buffer was given to (it said 0: issue 37, item 9). */
+	j = daemon_request(d, "GET", "/v1/buffers", NULL, &status);
+	json_t *listed = json_object_get(j, "buffers");
+	assert_int_equal(json_array_size(listed), 2);
+	for (size_t i = 0; i < 2; i++) {
+		json_t *e = json_array_get(listed, i);
+		json_int_t want = json_integer_value(json_object_get(e, "index")) == foreign
+					  ? getpid() + 1 : getpid();
+		assert_int_equal(json_integer_value(json_object_get(e, "pid")), want);
+	}
+	json_decref(j);
 	struct kvt_block f = {test_key(79), 0, 1, 1};
 	assert_int_equal(kvt_store(c, foreign, &f, 1), -EPERM);
 	char del[64];

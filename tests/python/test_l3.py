@@ -18,6 +18,7 @@ import sys
 import struct
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import numpy as np
@@ -639,6 +640,22 @@ def test_hostile_writers_of_the_shared_directory(make_daemon, shared, tmp_path):
     more = keys(2, 100)
     store(a, more, data_of(2, 22))
     published(a, 6)
+
+
+def test_l3_is_not_evicted_by_request(make_daemon, shared):
+    """POST /v1/tiers/l3/evict said there was no tier l3 while /v1/tiers listed it (issue
+    37, item 9): it is 409 not_evictable now, saying what does remove L3's files."""
+    d = node(make_daemon, shared)
+    assert [t["name"] for t in get(d, "/v1/tiers")["tiers"]][-1] == "l3"
+    req = urllib.request.Request(f"http://127.0.0.1:{d.port}/v1/tiers/l3/evict", method="POST",
+                                 data=b'{"all": true}', headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(req)
+        raise AssertionError("evicted L3")
+    except urllib.error.HTTPError as e:
+        body = json.load(e)
+        assert e.code == 409 and body["error"]["code"] == "not_evictable", body
+        assert "l3-size" in body["error"]["message"]
 
 
 def test_signed_parts_with_a_cluster_key(make_daemon, shared, tmp_path):

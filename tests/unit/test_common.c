@@ -2,7 +2,10 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "test_util.h"
@@ -136,9 +139,27 @@ static void test_version(void **state)
 	assert_string_equal(kvt_version(), PACKAGE_VERSION);
 }
 
+/* The socket a client finds with no flag is the one kvtierd makes with none. */
+static void test_default_socket(void **state)
+{
+	(void)state;
+	char buf[256], want[256];
+	if (geteuid() == 0) {
+		snprintf(want, sizeof(want), "/run/kvtier/kvtierd.sock");
+	} else {
+		setenv("XDG_RUNTIME_DIR", "/run/user/1234", 1);
+		snprintf(want, sizeof(want), "/run/user/1234/kvtier/kvtierd.sock");
+	}
+	assert_int_equal(kvt_default_socket(buf, sizeof(buf)), 0);
+	assert_string_equal(buf, want);
+	assert_int_equal(kvt_default_socket(buf, 8), -ENAMETOOLONG);
+	assert_int_equal(kvt_default_socket(buf, strlen(want)), -ENAMETOOLONG); /* no room for the NUL */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_default_socket),
 		cmocka_unit_test(test_parse_size_units),
 		cmocka_unit_test(test_parse_size_rejects),
 		cmocka_unit_test(test_format_size),

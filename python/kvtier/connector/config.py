@@ -4,7 +4,8 @@ KV geometry both sides derive the namespace and block size from."""
 import hashlib
 from dataclasses import dataclass, field
 
-DEFAULT_SOCKET = "/run/kvtier/kvtierd.sock"
+from ..client import default_socket
+
 CHUNK_TOKENS = 128
 
 
@@ -15,7 +16,7 @@ def default_chunk_blocks(block_size):
 
 @dataclass
 class ConnectorConfig:
-    socket_path: str = DEFAULT_SOCKET
+    socket_path: str = field(default_factory=default_socket)  # kvtierd's default for this user
     chunk_blocks: int = 0          # vLLM blocks per kvtier block; 0: default_chunk_blocks
     staging_depth: int = 2         # staging buffers in the pool
     staging_blocks: int = 16       # kvtier blocks per staging buffer
