@@ -8,7 +8,8 @@
 
 const REFRESH_MS = 1000;
 const HISTORY = 120;
-const history = [];          // {t, l1, l2, load, store}: ratios and GB/s per refresh
+const history = [];          // {hits: {tier: ratio}, load, store}: per refresh
+let hitTiers = ["l1"];      // the tiers configured, in order: the hit chart's series
 let last = null;             // the previous /v1/stats answer and when it came
 let policyShown = false;     // the form is filled once, then left to the operator
 
@@ -57,7 +58,7 @@ function drawChart(canvas, series, maxFixed) {
   for (let i = 0; i <= 2; i++) {
     const y = 4 + (h - 12) * (1 - i / 2);
     g.beginPath(); g.moveTo(pad, y); g.lineTo(w, y); g.stroke();
-    const label = maxFixed ? (max * i / 2 * 100).toFixed(0) + "%" : (max * i / 2).toFixed(1);
+    const label = maxFixed ? (max * i / 2 * 100).toFixed(0) + "%" : (max * i / 2).toFixed(max < 1 ? 2 : 1);
     g.fillText(label, 0, y + 4);
   }
   for (const s of series) {
@@ -76,10 +77,9 @@ function drawChart(canvas, series, maxFixed) {
 function drawCharts() {
   const css = getComputedStyle(document.documentElement);
   const col = (n) => css.getPropertyValue(n).trim();
-  drawChart($("chart-hits"), [
-    { color: col("--l1"), values: history.map((h) => h.l1) },
-    { color: col("--l2"), values: history.map((h) => h.l2) },
-  ], 1);
+  /* A series per configured tier only: an absent one is not drawn as 0%. */
+  drawChart($("chart-hits"), hitTiers.map((name) => (
+    { color: col("--" + name), values: history.map((h) => h.hits[name] || 0) })), 1);
   drawChart($("chart-bytes"), [
     { color: col("--load"), values: history.map((h) => h.load) },
     { color: col("--store"), values: history.map((h) => h.store) },
@@ -91,16 +91,17 @@ function drawCharts() {
 function record(stats, now) {
   if (last) {
     const dt = (now - last.t) / 1000;
-    const a = last.stats.l1, b = stats.l1;
-    /* Keys found below L1: each lower tier's lookup_hits (the tier stack counts them). */
-    const below = (s) => Object.entries(s).reduce(
-      (n, [name, t]) => n + (name !== "l1" && t && t.lookup_hits ? t.lookup_hits : 0), 0);
-    const lower = below(stats) - below(last.stats);
-    const keys = (b.lookup_hits - a.lookup_hits) + lower + (b.lookup_misses - a.lookup_misses);
+    /* Keys each tier answered (L1's own count; below it the tier stack's lookup_hits). */
+    const found = {};
+    for (const name of hitTiers)
+      found[name] = (stats[name].lookup_hits || 0) - ((last.stats[name] || {}).lookup_hits || 0);
+    const keys = Object.values(found).reduce((n, v) => n + v, 0) +
+      (stats.l1.lookup_misses - last.stats.l1.lookup_misses);
+    const hits = {};
+    for (const name of hitTiers) hits[name] = keys ? found[name] / keys : 0;
     const d = stats.dataplane, p = last.stats.dataplane;
     history.push({
-      l1: keys ? (b.lookup_hits - a.lookup_hits) / keys : 0,
-      l2: keys ? lower / keys : 0,
+      hits,
       load: dt > 0 ? (d.bytes_loaded - p.bytes_loaded) / dt / 1e9 : 0,
       store: dt > 0 ? (d.bytes_stored - p.bytes_stored) / dt / 1e9 : 0,
     });
@@ -149,6 +150,9 @@ function tierBlock(t, policy) {
   div.className = "tier";
   div.id = "tier-" + t.name;
   const used = t.capacity_bytes ? t.used_bytes / t.capacity_bytes : 0;
+  /* L3 may have no cap: its use, with no share of nothing. */
+  const usedText = t.capacity_bytes ? `${fmtBytes(t.used_bytes)} of ${fmtBytes(t.capacity_bytes)}`
+    : `${fmtBytes(t.used_bytes)} (no cap)`;
   const color = `var(--${t.name})`;
   let marks = "";
   if (t.name === "l1" && policy && policy.tiers) {
@@ -161,7 +165,7 @@ function tierBlock(t, policy) {
     `<span>${t.state ? t.state : ""}${t.reason ? " (" + t.reason + ")" : ""}</span></div>` +
     `<div class="bar"><div class="fill" style="width:${(used * 100).toFixed(2)}%;background:${color}"></div>${marks}</div>` +
     `<table class="kv">` +
-    `<tr><th>used</th><td data-field="used">${fmtBytes(t.used_bytes)} of ${fmtBytes(t.capacity_bytes)}</td></tr>` +
+    `<tr><th>used</th><td data-field="used">${usedText}</td></tr>` +
     `<tr><th>items</th><td data-field="items">${fmtInt(t.items)}</td></tr>` +
     `<tr><th>lookup hits</th><td data-field="hits">${fmtInt(t.hits)}</td></tr></table>`;
   return div;
@@ -171,6 +175,16 @@ function renderTiers(tiers, policy) {
   const box = $("tiers");
   box.replaceChildren(...tiers.tiers.map((t) => tierBlock(t, policy)));
   $("no-l2").hidden = tiers.tiers.some((t) => t.name === "l2");
+  const names = tiers.tiers.map((t) => t.name);
+  if (names.join() !== hitTiers.join()) {
+    hitTiers = names;
+    $("hits-legend").replaceChildren(...names.map((n) => {
+      const k = document.createElement("span");
+      k.className = "k " + n;
+      k.textContent = n.toUpperCase();
+      return k;
+    }));
+  }
 }
 
 function renderEvictions(stats) {

@@ -83,6 +83,15 @@ try:
           not d.find_element(By.ID, "no-writebehind").is_displayed(), text(d, "writebehind"))
     check("L2 is shown with its state", "READY" in text(d, "tier-l2").upper(), text(d, "tiers"))
     check("L3 is shown with its state", "READY" in text(d, "tier-l3").upper(), text(d, "tiers"))
+    # Issue 37, item 9: what the dashboard drew wrong.
+    used = text(d, "#tier-l3 [data-field=used]", By.CSS_SELECTOR)
+    check("L3 without a cap reads as such, not \"of 0 B\"", used.endswith("(no cap)"), used)
+    legend = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#hits-legend .k")]
+    check("the hit chart has a series per configured tier, and only those",
+          legend == ["L1", "L2", "L3"], legend)
+    icon = d.execute_script("return document.querySelector('link[rel=icon]').href")
+    with urllib.request.urlopen(icon) as r:
+        check("the page has a favicon", r.status == 200 and b"<svg" in r.read(), icon)
     shot(d, "empty")
 
     # Live traffic: throughput is drawn while the bench runs.
@@ -115,6 +124,10 @@ try:
     rows = d.find_elements(By.CSS_SELECTOR, "#namespaces tbody tr")
     check("the bench's namespace is listed", any("kvtier-bench" in r.text for r in rows),
           [r.text for r in rows])
+    inside = d.execute_script(
+        "const t = document.getElementById('namespaces'), c = t.closest('.card');"
+        "return t.parentElement.getBoundingClientRect().right <= c.getBoundingClientRect().right + 1")
+    check("the namespace table stays inside its card", inside)
     with urllib.request.urlopen(BASE + "/v1/namespaces") as r:
         bench_ns = [n for n in json.load(r)["namespaces"] if n["model"].startswith("kvtier-bench")][0]
     quota = max(bench_ns["l1_bytes"], 1 << 20)
