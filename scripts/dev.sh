@@ -15,16 +15,24 @@ cd "$(dirname "$0")/.."
 TOP=$(pwd)
 JOBS=$(nproc 2>/dev/null || echo 2)
 
-PACKAGES="build-essential autoconf automake libtool pkg-config \
-libmicrohttpd-dev libjansson-dev liburing-dev libxxhash-dev nettle-dev libcmocka-dev curl prometheus python3
-python3-pytest python3-numpy python3-torch python3-setuptools python3-matplotlib python3-venv
-chromium chromium-driver python3-selenium yamllint systemd"
+# What building and running kvtierd needs (run), and what the tests add (test):
+# a browser, Prometheus, PyTorch. Run installs no recommended packages, so a
+# host that only runs kvtier gets no services it did not ask for.
+RUN_PACKAGES="build-essential autoconf automake libtool pkg-config \
+libmicrohttpd-dev libjansson-dev liburing-dev libxxhash-dev nettle-dev python3 curl"
+TEST_PACKAGES="libcmocka-dev prometheus python3-pytest python3-numpy python3-torch
+python3-setuptools python3-matplotlib python3-venv chromium chromium-driver python3-selenium
+yamllint systemd"
 
 say() { printf '==> %s\n' "$*"; }
 
+# install_packages [APT-FLAGS] -- PACKAGES...: installs those not yet installed.
 install_packages() {
+	flags=
+	while [ "$1" != "--" ]; do flags="$flags $1"; shift; done
+	shift
 	missing=
-	for p in $PACKAGES; do
+	for p in "$@"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
 			missing="$missing $p"
 	done
@@ -40,10 +48,15 @@ install_packages() {
 	fi
 	$SUDO apt-get update -q
 	# shellcheck disable=SC2086
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q $missing
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q $flags $missing
 }
 
 generate() {
+	# ./configure run in the source tree by hand stops every out-of-tree build.
+	if [ -f config.status ]; then
+		say "the source tree was configured in place (./configure by hand): make distclean, so that build/* configure"
+		make distclean >/dev/null 2>&1 || rm -f config.status config.h Makefile
+	fi
 	if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt Makefile.in ]; then
 		say "generating ./configure"
 		./autogen.sh >/dev/null
@@ -96,14 +109,16 @@ check() {
 case "${1:-}" in
 run)
 	shift
-	install_packages
+	# shellcheck disable=SC2086
+	install_packages --no-install-recommends -- $RUN_PACKAGES
 	generate
 	build build/release
 	say "starting kvtierd (Ctrl-C stops it)"
 	exec build/release/kvtierd "$@"
 	;;
 test)
-	install_packages
+	# shellcheck disable=SC2086
+	install_packages -- $RUN_PACKAGES $TEST_PACKAGES
 	export KVT_VENV_ROOT="$TOP/build/venv"
 	# Suites that count their own cases (tests/vllm) write their closing line here.
 	export KVT_TEST_SUMMARY="$TOP/build/test-summary"
