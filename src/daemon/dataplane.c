@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -166,7 +167,12 @@ static int bind_socket(const char *path, char *why, size_t whylen)
 		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)))
 			goto fail;
 	}
-	if (listen(fd, 256))
+	/*
+	 * Read and write for the daemon's group as well as its user, whatever the
+	 * umask: workers of another user connect when they are in that group
+	 * (kvtier, under the systemd unit); the directory's mode says who gets in.
+	 */
+	if (chmod(path, 0660) || listen(fd, 256))
 		goto fail;
 	return fd;
 fail: {

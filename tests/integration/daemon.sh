@@ -14,6 +14,9 @@ else
 	not_ok "kvtierd starts and logs ready"; cat "$TMP/d1.log"; finish; exit 1
 fi
 check "the runtime dir was created" test -d "$TMP/run"
+# Issue 37, item 5: the socket is group-writable whatever the umask, so workers of
+# another user in the daemon's group connect.
+check "the socket is mode 0660" test "$(stat -c %a "$TMP/run/kvtierd.sock")" = 660
 check "the log line has a timestamp and a level" \
 	grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z info  ready:' "$TMP/d1.log"
 check "l1 size from the config file" grep -q "l1: 64 MiB in 16 regions of 4 MiB" "$TMP/d1.log"

@@ -63,18 +63,26 @@ check "the chart's config has the keys of deploy/config/kvtierd.json" sh -c "
 {
 	grep -h -o -- '"--[a-z0-9-]*"' "$DEP/k8s/vllm-deployment.yaml" "$DEP/helm/kvtier/templates/deployment.yaml" \
 		"$DEP/docker/Dockerfile" | tr -d '"'
-	grep '^ExecStart=' "$DEP/systemd/kvtierd.service" | grep -o -- '--[a-z0-9-]*'
+	grep '^ExecStart=' "$DEP/systemd/kvtierd.service.in" | grep -o -- '--[a-z0-9-]*'
 } | sed 's/^--//' | sort -u >"$TMP/flags"
 check "the manifests pass kvtierd flags (found $(wc -l <"$TMP/flags"))" test -s "$TMP/flags"
 unknown=$(comm -23 "$TMP/flags" "$TMP/help" | tr '\n' ' ')
 check "every kvtierd flag in deploy/ is one --help lists${unknown:+ (unknown: $unknown)}" test -z "$unknown"
 
-# --- the systemd unit, pointed at the built daemon ---
-sed "s|/usr/sbin/kvtierd|$KVTIERD|" "$DEP/systemd/kvtierd.service" >"$TMP/kvtierd.service"
+# --- the systemd unit as make install (default prefix) installs it ---
+make -s -C "$BUILD" install DESTDIR="$TMP/local" >"$TMP/install-local.out" 2>&1 ||
+	{ tail "$TMP/install-local.out"; not_ok "make install DESTDIR (default prefix)"; }
+UNIT=$(find "$TMP/local" -path '*/lib/systemd/system/kvtierd.service')
+check "make install installs the unit" test -n "$UNIT"
+EXE=$(sed -n 's|^ExecStart=\([^ ]*\) .*|\1|p' "$UNIT")
+check "the installed unit's ExecStart ($EXE) is where make install put kvtierd" test -x "$TMP/local$EXE"
+check "make install installs the sysusers.d and tmpfiles.d snippets" \
+	sh -c "ls '$TMP'/local/*/*/lib/sysusers.d/kvtier.conf '$TMP'/local/*/*/lib/tmpfiles.d/kvtier.conf"
+sed "s|$EXE|$TMP/local$EXE|" "$UNIT" >"$TMP/kvtierd.service"
 systemd-analyze verify --man=no "$TMP/kvtierd.service" >"$TMP/verify.out" 2>&1
 rc=$?
 cat "$TMP/verify.out"
-check "systemd-analyze verify passes the unit, without a warning" \
+check "systemd-analyze verify passes the installed unit, without a warning" \
 	sh -c "[ $rc -eq 0 ] && ! [ -s '$TMP/verify.out' ]"
 
 # --- what the image copies out of make install ---
