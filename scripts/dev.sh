@@ -117,6 +117,8 @@ run)
 	exec build/release/kvtierd "$@"
 	;;
 test)
+	# kubectl renders the Kustomize overlays for tests/deploy: Debian's, unless one is installed.
+	command -v kubectl >/dev/null 2>&1 || TEST_PACKAGES="$TEST_PACKAGES kubernetes-client"
 	# shellcheck disable=SC2086
 	install_packages -- $RUN_PACKAGES $TEST_PACKAGES
 	export KVT_VENV_ROOT="$TOP/build/venv"

@@ -1,22 +1,28 @@
 """validate.py — deploy/ checked offline, for tests/integration/deploy.sh.
 
-Every Kubernetes object of deploy/k8s and of its L3 overlay against the API
-server's schemas (kubernetes-validate, strict: unknown fields are errors), at
-the oldest Kubernetes the manifests claim and at the newest the package
-bundles; the Prometheus Operator's monitors against
-tests/deploy/monitoring.schema.json (their CRDs ship in no PyPI package); the
-Kustomize base and overlay list exactly their files and the overlay's patches
-name objects of the base; every .Values path the Helm chart's templates read
-is in its values.yaml. Prints TAP-style lines; exits 1 on any failure.
+The Kustomize base and each overlay rendered by `kubectl kustomize`, as
+`kubectl apply -k` would send them (merged, patches applied), and every
+rendered object against the API server's schemas (kubernetes-validate,
+strict: unknown fields are errors), at the oldest Kubernetes the manifests
+claim and at the newest the package bundles; the Prometheus Operator's
+PodMonitor against tests/deploy/monitoring.schema.json (its CRD ships in no
+PyPI package). On the merged Deployment: kvtierd once, as the native sidecar
+(an init container with an image), every volume a container mounts defined,
+and in the L3 overlay the L3 volume mounted into the sidecar with l3-path in
+its config. Every .Values path the Helm chart's templates read is in its
+values.yaml. Prints TAP-style lines; exits 1 on any failure.
 
 Runs in the virtual environment scripts/dev.sh makes from
-tests/requirements-deploy.txt."""
+tests/requirements-deploy.txt, with kubectl (any with kustomize: >= 1.20)
+on PATH."""
 
 import json
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import jsonschema
 import kubernetes_validate
@@ -36,12 +42,6 @@ class Report:
         print(f"{'ok' if cond else 'not ok'} - {what}")
         if not cond:
             self.failed += 1
-
-
-def documents(path: Path) -> Iterator[dict[str, Any]]:
-    for doc in yaml.safe_load_all(path.read_text()):
-        if doc is not None:
-            yield doc
 
 
 def name_of(obj: dict[str, Any]) -> str:
@@ -71,37 +71,64 @@ def validate_object(report: Report, obj: dict[str, Any], where: str, monitors: d
             report.ok(False, f"{where}: {name_of(obj)}: {e.message}")
 
 
-def manifests(folder: Path) -> list[str]:
-    return sorted(f.name for f in folder.glob("*.yaml") if f.name != "kustomization.yaml")
+def render(report: Report, kustomization: Path) -> list[dict[str, Any]]:
+    """The objects `kubectl kustomize` renders from kustomization, [] when it fails (reported)."""
+    run = subprocess.run(["kubectl", "kustomize", str(kustomization)], capture_output=True, text=True)
+    report.ok(run.returncode == 0,
+              f"kubectl kustomize {kustomization.name} renders" +
+              ("" if run.returncode == 0 else f": {run.stderr.strip()[-400:]}"))
+    return [d for d in yaml.safe_load_all(run.stdout) if d] if run.returncode == 0 else []
 
 
-def check_base(report: Report, k8s: Path, monitors: dict[str, Any]) -> set[str]:
-    """Validates the base's objects; returns their "Kind name"s."""
-    files = manifests(k8s)
-    names = set()
-    for f in files:
-        for obj in documents(k8s / f):
-            validate_object(report, obj, f, monitors)
-            names.add(name_of(obj))
-    kust = yaml.safe_load((k8s / "kustomization.yaml").read_text())
-    report.ok(sorted(kust["resources"]) == files,
-              "kustomization.yaml lists exactly the manifests of deploy/k8s")
-    return names
+def pod_spec(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    deployments = [o for o in objs if o.get("kind") == "Deployment"]
+    return deployments[0]["spec"]["template"]["spec"] if len(deployments) == 1 else {}
 
 
-def check_l3_overlay(report: Report, l3: Path, base_names: set[str], monitors: dict[str, Any]) -> None:
-    kust = yaml.safe_load((l3 / "kustomization.yaml").read_text())
-    resources = kust.get("resources", [])
-    patches = [p["path"] for p in kust.get("patches", [])]
-    own = [r for r in resources if r != ".."]
-    report.ok(".." in resources and sorted(own + patches) == manifests(l3),
-              "l3/kustomization.yaml builds on the base and lists exactly its files")
-    for r in own:
-        for obj in documents(l3 / r):
-            validate_object(report, obj, f"l3/{r}", monitors)
-    for p in patches:
-        obj = yaml.safe_load((l3 / p).read_text())
-        report.ok(name_of(obj) in base_names, f"l3/{p} patches {name_of(obj)} of the base")
+def check_pod(report: Report, where: str, spec: dict[str, Any]) -> None:
+    """kvtierd once, as an init container with an image; every mounted volume defined."""
+    inits, mains = spec.get("initContainers", []), spec.get("containers", [])
+    sidecars = [c for c in inits + mains if c.get("name") == "kvtierd"]
+    report.ok(len(sidecars) == 1 and sidecars[0] in inits and bool(sidecars[0].get("image")) and
+              sidecars[0].get("restartPolicy") == "Always",
+              f"{where}: kvtierd is in the pod once, as a native sidecar with an image")
+    volumes = {v["name"] for v in spec.get("volumes", [])}
+    mounted = {m["name"] for c in inits + mains for m in c.get("volumeMounts", [])}
+    report.ok(mounted <= volumes, f"{where}: every volume mounted is defined ({sorted(mounted - volumes)} not)")
+    report.ok(spec.get("securityContext", {}).get("fsGroup") == 65532,
+              f"{where}: the pod's fsGroup lets the sidecar's uid write the L2 volume")
+
+
+def config_of(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    for o in objs:
+        if o.get("kind") == "ConfigMap" and o["metadata"]["name"] == "kvtierd-config":
+            return json.loads(o["data"]["kvtierd.json"])
+    return {}
+
+
+def check_kustomize(report: Report, k8s: Path, monitors: dict[str, Any]) -> None:
+    if not shutil.which("kubectl"):
+        report.ok(False, "kubectl is on PATH (scripts/dev.sh installs Debian's kubernetes-client)")
+        return
+    rendered = {}
+    for name, path in (("base", k8s / "base"), ("overlays/l3", k8s / "overlays" / "l3"),
+                       ("overlays/monitoring", k8s / "overlays" / "monitoring")):
+        rendered[name] = render(report, path)
+        for obj in rendered[name]:
+            validate_object(report, obj, name, monitors)
+        check_pod(report, name, pod_spec(rendered[name]))
+    report.ok(not any(o.get("kind") == "Secret" for o in rendered["base"]),
+              "base: no Secret is shipped (the admin token is the user's)")
+    report.ok(not any(o.get("kind") in MONITOR_KINDS for o in rendered["base"]),
+              "base: no monitor, whose CRDs a cluster may lack")
+    report.ok([o["kind"] for o in rendered["overlays/monitoring"] if o.get("kind") in MONITOR_KINDS] ==
+              ["PodMonitor"], "overlays/monitoring: one monitor")
+    spec = pod_spec(rendered["overlays/l3"])
+    sidecar = next((c for c in spec.get("initContainers", []) if c.get("name") == "kvtierd"), {})
+    report.ok(any(m["name"] == "kvtier-l3" for m in sidecar.get("volumeMounts", [])),
+              "overlays/l3: the L3 volume is mounted into the sidecar")
+    report.ok("l3-path" in config_of(rendered["overlays/l3"]) and
+              "l3-path" not in config_of(rendered["base"]), "overlays/l3: the config has l3-path")
 
 
 VALUES_PATH = re.compile(r"\.Values((?:\.[A-Za-z0-9_]+)+)")
@@ -136,9 +163,7 @@ def check_chart(report: Report, chart: Path) -> None:
 def main(deploy: Path) -> int:
     report = Report()
     monitors = json.loads((Path(__file__).parent / "monitoring.schema.json").read_text())
-    k8s = deploy / "k8s"
-    base_names = check_base(report, k8s, monitors)
-    check_l3_overlay(report, k8s / "l3", base_names, monitors)
+    check_kustomize(report, deploy / "k8s", monitors)
     check_chart(report, deploy / "helm" / "kvtier")
     print(f"{'FAILED' if report.failed else 'passed'}: {report.failed} failure(s)")
     return 1 if report.failed else 0

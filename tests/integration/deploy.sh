@@ -1,7 +1,7 @@
 #!/bin/sh
-# deploy.sh — deploy/ checked offline: YAML lint; every Kubernetes object
-# against the API schemas and the chart's values (tests/deploy/validate.mjs,
-# npm packages installed into the build tree); the ConfigMaps hold exactly
+# deploy.sh — deploy/ checked offline: YAML lint; the Kustomize base and
+# overlays rendered by kubectl and every object as the API server would get
+# it against its schemas, and the chart's values (tests/deploy/validate.py); the ConfigMaps hold exactly
 # deploy/config/kvtierd.json and the seccomp profile; every config key and
 # flag in the manifests, the chart, the unit and the image is one that
 # `kvtierd --help` lists; the systemd unit passes systemd-analyze verify; and
@@ -14,7 +14,8 @@ BUILD=${KVT_BUILDDIR:-.}
 # --- YAML lint (the chart's templates are Go templates, not YAML) ---
 check "yamllint passes on deploy/k8s and the chart's Chart.yaml and values.yaml" \
 	yamllint -s -c "$SRC/tests/deploy/yamllint.yaml" \
-	"$DEP"/k8s/*.yaml "$DEP"/k8s/l3/*.yaml "$DEP/helm/kvtier/Chart.yaml" "$DEP/helm/kvtier/values.yaml"
+	"$DEP"/k8s/base/*.yaml "$DEP"/k8s/overlays/*/*.yaml "$DEP/helm/kvtier/Chart.yaml" \
+	"$DEP/helm/kvtier/values.yaml"
 
 # --- schemas (Kubernetes API, Prometheus Operator) and the chart's values ---
 VENV=$(KVT_VENV_ROOT=${KVT_VENV_ROOT:-$BUILD/venv} sh "$SRC/scripts/venv.sh" deploy) ||
@@ -30,22 +31,22 @@ inline() { # inline FILE: the block under "kvtierd.json: |", unindented
 	awk '/kvtierd.json: \|/ {on = 1; next} on && /^[^ ]/ {on = 0} on && /^---/ {on = 0} on' "$1" |
 		sed 's/^    //'
 }
-inline "$DEP/k8s/configmap.yaml" >"$TMP/cm.json"
-check "k8s/configmap.yaml holds deploy/config/kvtierd.json" cmp -s "$TMP/cm.json" "$DEP/config/kvtierd.json"
-inline "$DEP/k8s/l3/configmap-l3.yaml" >"$TMP/cm-l3.json"
-check "k8s/l3/configmap-l3.yaml holds deploy/config/kvtierd.json and the l3 keys" python3 -c "
+inline "$DEP/k8s/base/configmap.yaml" >"$TMP/cm.json"
+check "k8s/base/configmap.yaml holds deploy/config/kvtierd.json" cmp -s "$TMP/cm.json" "$DEP/config/kvtierd.json"
+inline "$DEP/k8s/overlays/l3/configmap-l3.yaml" >"$TMP/cm-l3.json"
+check "k8s/overlays/l3/configmap-l3.yaml holds deploy/config/kvtierd.json and the l3 keys" python3 -c "
 import json, sys
 base, l3 = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 sys.exit(0 if {k: v for k, v in l3.items() if not k.startswith('l3-')} == base and 'l3-path' in l3 else 1)
 " "$DEP/config/kvtierd.json" "$TMP/cm-l3.json"
-inline "$DEP/k8s/seccomp-installer.yaml" >"$TMP/sc.json"
-check "seccomp-installer.yaml holds k8s/seccomp/kvtierd.json" cmp -s "$TMP/sc.json" "$DEP/k8s/seccomp/kvtierd.json"
+inline "$DEP/k8s/base/seccomp-installer.yaml" >"$TMP/sc.json"
+check "seccomp-installer.yaml holds k8s/base/seccomp/kvtierd.json" cmp -s "$TMP/sc.json" "$DEP/k8s/base/seccomp/kvtierd.json"
 check "the seccomp profile is JSON and does not refuse io_uring" python3 -c "
 import json, sys
 p = json.load(open(sys.argv[1]))
 denied = {n for s in p['syscalls'] if s['action'] != 'SCMP_ACT_ALLOW' for n in s['names']}
 sys.exit(1 if p['defaultAction'] != 'SCMP_ACT_ALLOW' or denied & {'io_uring_setup', 'io_uring_enter', 'io_uring_register'} else 0)
-" "$DEP/k8s/seccomp/kvtierd.json"
+" "$DEP/k8s/base/seccomp/kvtierd.json"
 
 # --- keys and flags against kvtierd --help ---
 "$KVTIERD" --help | grep -o -- '--[a-z0-9-]*' | sed 's/^--//' | sort -u >"$TMP/help"
@@ -56,12 +57,13 @@ python3 -c "import json, sys; print('\n'.join(json.load(open(sys.argv[1]))))" "$
 sort -u "$TMP/keys" -o "$TMP/keys"
 unknown=$(comm -23 "$TMP/keys" "$TMP/help" | tr '\n' ' ')
 check "every config key in deploy/ is a kvtierd option${unknown:+ (unknown: $unknown)}" test -z "$unknown"
-check "the chart's config has the keys of deploy/config/kvtierd.json" sh -c "
+check "the chart's config has the keys of deploy/config/kvtierd.json, and L3's" sh -c "
 	python3 -c \"import json; print('\\\\n'.join(sorted(json.load(open('$DEP/config/kvtierd.json')))))\" >'$TMP/k1'
-	grep -o '^ *\"[a-z0-9-]*\":' '$DEP/helm/kvtier/templates/configmap.yaml' | tr -d ' \":' | sort >'$TMP/k2'
-	cmp -s '$TMP/k1' '$TMP/k2'"
+	grep -o '^ *\"[a-z0-9-]*\":' '$DEP/helm/kvtier/templates/configmap.yaml' | tr -d ' \":' |
+		grep -v '^l3-' | sort >'$TMP/k2'
+	cmp -s '$TMP/k1' '$TMP/k2' && grep -q '\"l3-path\"' '$DEP/helm/kvtier/templates/configmap.yaml'"
 {
-	grep -h -o -- '"--[a-z0-9-]*"' "$DEP/k8s/vllm-deployment.yaml" "$DEP/helm/kvtier/templates/deployment.yaml" \
+	grep -h -o -- '"--[a-z0-9-]*"' "$DEP/k8s/base/vllm-deployment.yaml" "$DEP/helm/kvtier/templates/deployment.yaml" \
 		"$DEP/docker/Dockerfile" | tr -d '"'
 	grep '^ExecStart=' "$DEP/systemd/kvtierd.service.in" | grep -o -- '--[a-z0-9-]*'
 } | sed 's/^--//' | sort -u >"$TMP/flags"
