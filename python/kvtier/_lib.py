@@ -3,8 +3,9 @@ and every function's prototype. The one place that knows the C ABI; the rest
 of the package builds on it. Imports nothing beyond the standard library.
 
 The library is found, in order: $KVTIER_LIBRARY (a path), the build tree
-($KVT_BUILDDIR/.libs, as `make check` sets it), the libdir `make install`
-recorded in _paths.py, then the dynamic linker's search (libkvtier.so.0)."""
+($KVT_BUILDDIR/.libs, as `make check` sets it), the one bundled beside this
+file (the wheel's, scripts/wheel.sh), the libdir `make install` recorded in
+_paths.py, then the dynamic linker's search (libkvtier.so.0)."""
 
 import ctypes
 import os
@@ -189,6 +190,9 @@ def _candidates():
     build = os.environ.get("KVT_BUILDDIR")
     if build:
         yield os.path.join(build, ".libs", "libkvtier.so.0")
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libkvtier.so.0")
+    if os.path.exists(bundled):
+        yield bundled
     try:
         from . import _paths  # written by `make install`
         yield os.path.join(_paths.LIBDIR, "libkvtier.so.0")

@@ -97,6 +97,16 @@ def check_pod(report: Report, where: str, spec: dict[str, Any]) -> None:
     report.ok(mounted <= volumes, f"{where}: every volume mounted is defined ({sorted(mounted - volumes)} not)")
     report.ok(spec.get("securityContext", {}).get("fsGroup") == 65532,
               f"{where}: the pod's fsGroup lets the sidecar's uid write the L2 volume")
+    # The stock vLLM image gets the package: a volume an init container fills, on PYTHONPATH.
+    vllm = next((c for c in mains if c.get("name") == "vllm"), {})
+    path = next((e["value"] for e in vllm.get("env", []) if e["name"] == "PYTHONPATH"), "")
+    volume = next((m["name"] for m in vllm.get("volumeMounts", []) if m["mountPath"] == path), None)
+    filled = any(c.get("name") == "kvtier-python" and c.get("image") == sidecars[0].get("image") and
+                 any(m["name"] == volume for m in c.get("volumeMounts", []))
+                 for c in inits if sidecars)
+    # (In any order among the init containers: vLLM starts after all of them.)
+    report.ok(bool(volume) and filled,
+              f"{where}: vLLM's PYTHONPATH ({path}) is a volume an init container of the kvtierd image fills")
 
 
 def config_of(objs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -90,6 +90,22 @@ check "systemd-analyze verify passes the installed unit, without a warning" \
 # --- what the image copies out of make install ---
 make -s -C "$BUILD" install DESTDIR="$TMP/inst" prefix=/usr >"$TMP/install.out" 2>&1 ||
 	{ tail "$TMP/install.out"; not_ok "make install DESTDIR"; }
+# ... and /opt/kvtier as the Dockerfile's build stage makes it: the wheel, and
+# the package installed from it for the stock vLLM image's PYTHONPATH (the
+# pod's kvtier-python init container copies it there).
+if WHEEL=$(KVT_VENV_ROOT=${KVT_VENV_ROOT:-$BUILD/venv} sh "$SRC/scripts/wheel.sh" "$BUILD" "$TMP/inst/opt/kvtier/wheel" 2>"$TMP/wheel.err"); then
+	WVENV=$(KVT_VENV_ROOT=${KVT_VENV_ROOT:-$BUILD/venv} sh "$SRC/scripts/venv.sh" wheel)
+	"$WVENV/bin/pip" install -q --no-index --no-deps --target "$TMP/inst/opt/kvtier/python" "$WHEEL" \
+		>"$TMP/target.out" 2>&1
+	check "the package on a bare PYTHONPATH (the pod's kvtier-python volume) loads its bundled library" \
+		env -u KVT_BUILDDIR -u KVTIER_LIBRARY PYTHONPATH="$TMP/inst/opt/kvtier/python" python3 -c '
+import kvtier, os, sys
+lib = os.path.realpath(kvtier._lib.lib._name)
+sys.exit(0 if lib == os.path.join(os.path.dirname(os.path.realpath(kvtier.__file__)), "libkvtier.so.0") else 1)'
+else
+	cat "$TMP/wheel.err"
+	not_ok "scripts/wheel.sh makes the wheel the image carries"
+fi
 for path in $(sed -n 's|^COPY --from=build /out\(/[^ ]*\) .*|\1|p' "$DEP/docker/Dockerfile"); do
 	check "make install has $path, which the Dockerfile copies" test -e "$TMP/inst$path"
 done

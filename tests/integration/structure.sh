@@ -22,4 +22,13 @@ for folder in daemon client; do
 		cat "$TMP/$folder.out"
 	fi
 done
+
+# Every Python test file is in the tarball (Makefile.am's EXTRA_DIST or a test
+# list): the suites run whatever files they find, so one left out would not
+# run under make distcheck, silently.
+for f in "$SRC"/tests/python/*.py "$SRC"/tests/vllm/*.py; do
+	[ -f "$f" ] || continue
+	rel=${f#"$SRC"/}
+	check "$rel is in the tarball (Makefile.am)" grep -q -- "$rel" "$SRC/Makefile.am"
+done
 finish

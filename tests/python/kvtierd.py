@@ -49,7 +49,13 @@ class Daemon:
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=60)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:  # never leave it running for the next tests
+                self.proc.kill()
+                self.proc.wait()
+                self.log.close()
+                raise AssertionError("kvtierd did not stop within 60 s of SIGTERM:\n" + self.text())
         self.log.close()
         return self.proc.returncode
 

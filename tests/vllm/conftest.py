@@ -1,6 +1,10 @@
 """conftest.py — tests/vllm: a real kvtierd (tests/python/kvtierd.py) and
-real vLLM engines (engine.py), each engine in a process of its own that
-imports the package from the source tree and libkvtier from the build tree."""
+real vLLM engines (engine.py), each engine in a process of its own. The
+kvtier package comes from the source tree with libkvtier from the build
+tree, or, with KVT_PACKAGE_DIR (run.sh sets it), from the wheel installed
+there with `pip install --target`, as a pod puts it on vLLM's PYTHONPATH:
+then nothing points at the build tree, and the package must find the
+library it bundles."""
 
 import json
 import os
@@ -17,7 +21,13 @@ import pytest
 HERE = Path(__file__).resolve().parent
 SRC = Path(os.environ.get("KVT_SRCDIR", HERE.parent.parent)).resolve()
 BUILD = Path(os.environ.get("KVT_BUILDDIR", ".")).resolve()
-sys.path.insert(0, str(SRC / "python"))
+INSTALLED = os.environ.get("KVT_PACKAGE_DIR")
+PACKAGE = Path(INSTALLED).resolve() if INSTALLED else SRC / "python"
+if INSTALLED:  # the daemon from the build tree; the package and its library from the wheel
+    os.environ.setdefault("KVTIERD", str(BUILD / "kvtierd"))
+    for var in ("KVT_BUILDDIR", "KVTIER_LIBRARY"):
+        os.environ.pop(var, None)
+sys.path.insert(0, str(PACKAGE))
 sys.path.insert(0, str(SRC / "tests" / "python"))
 
 from kvtierd import Daemon  # noqa: E402 (after the path is set)
@@ -27,8 +37,9 @@ ENGINE_TIMEOUT_S = 300
 
 def engine_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC / "python"), env.get("PYTHONPATH")]))
-    env["KVTIER_LIBRARY"] = str(BUILD / ".libs" / "libkvtier.so.0")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE), env.get("PYTHONPATH")]))
+    if not INSTALLED:
+        env["KVTIER_LIBRARY"] = str(BUILD / ".libs" / "libkvtier.so.0")
     env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
     return env
 
