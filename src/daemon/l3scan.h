@@ -59,7 +59,7 @@
 	X(items, GAUGE, "kvtier_tier_items", "tier=\"l3\"", "L3 files (parts) at the end of the last walk.") \
 	X(quarantine_bytes, GAUGE, "kvtier_l3_quarantine_bytes", "", \
 	  "Bytes of quarantined files (failed verification), counted in L3's bytes.") \
-	X(last_scan_ms, GAUGE, "kvtier_l3_scan_duration_ms", "", "How long the last walk took (ms).")
+	X(last_scan_ms, GAUGE, "kvtier_l3_scan_duration_seconds", "", "How long the last walk took (the JSON field in ms, the metric in seconds).")
 
 struct l3scan_stats {
 	L3SCAN_STATS(STAT_LIVE_FIELD)

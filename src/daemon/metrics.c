@@ -65,6 +65,23 @@ static bool family_seen(const struct table_samples *t, size_t upto, const char *
 	return false;
 }
 
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* A table's sample; a field in ms exported as seconds (stat_table.h) is divided on the way. */
+static void table_sample(FILE *f, const struct stat_def *d, uint64_t v)
+{
+	const char *labels = *d->labels ? d->labels : NULL;
+	if (ends_with(d->field, "_ms") && ends_with(d->metric, "_seconds"))
+		fprintf(f, "%s%s%s%s %.3f\n", d->metric, labels ? "{" : "", labels ? labels : "",
+			labels ? "}" : "", (double)v / 1000.0);
+	else
+		sample(f, d->metric, labels, v);
+}
+
 /*
  * Each family once, where its first sample came, with every sample of it
  * from any table (kvtier_evictions_total has L1's and L2's): HELP and TYPE
@@ -79,8 +96,7 @@ static void render_table_samples(FILE *f, const struct table_samples *t)
 		family(f, d->metric, d->kind == STAT_COUNTER ? "counter" : "gauge", d->help);
 		for (size_t j = i; j < t->n; j++)
 			if (strcmp(t->def[j]->metric, d->metric) == 0)
-				sample(f, d->metric, *t->def[j]->labels ? t->def[j]->labels : NULL,
-				       t->value[j]);
+				table_sample(f, t->def[j], t->value[j]);
 	}
 }
 

@@ -8,6 +8,8 @@
  * COUNTER (only grows) or GAUGE; metric: the Prometheus family ("" for JSON
  * only); labels: the sample's labels without braces ("" for none); help:
  * what it counts, the family's HELP line (a family's first sample's help).
+ * Prometheus wants base units: a field counted in milliseconds (its name
+ * ending in _ms) whose metric ends in _seconds is exported divided by 1000.
  * A list becomes a stat_def array with STAT_DEF, and each engine's visitor
  * (stats_visit over its live counters) hands (def, value) pairs to /metrics
  * (metrics.c) and /v1/stats (api.c), which name no field by hand.

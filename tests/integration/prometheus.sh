@@ -1,14 +1,25 @@
 #!/bin/sh
 # prometheus.sh — /metrics passes `promtool check metrics`, and a real
 # Prometheus server on loopback scrapes kvtierd: kvtier_up is 1, and a
-# data-plane counter it scraped moves after kvtier-bench traffic.
+# data-plane counter it scraped moves after kvtier-bench traffic. The
+# operators' files of deploy/monitoring: the alert rules pass promtool check
+# rules and their unit tests, and every PromQL expression of the Grafana
+# dashboard returns series from that Prometheus.
 . "${KVT_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 : "${KVTIER_BENCH:?KVTIER_BENCH must name the kvtier-bench binary}"
 for tool in promtool prometheus; do
 	command -v $tool >/dev/null || { not_ok "$tool is installed (Debian package prometheus)"; finish; exit 1; }
 done
 
-if ! start_daemon "$TMP/d.log" --l1-size 128MiB --l2-path "$TMP/l2" --l2-size 64MiB; then
+MON=$KVT_SRCDIR/deploy/monitoring
+check "deploy/monitoring/kvtier-alerts.yaml passes promtool check rules" \
+	promtool check rules "$MON/kvtier-alerts.yaml"
+check "the alert rules pass their unit tests (promtool test rules)" \
+	sh -c 'cd "$1" && promtool test rules kvtier-alerts.test.yaml' sh "$MON"
+
+mkdir -p "$TMP/l3"
+if ! start_daemon "$TMP/d.log" --l1-size 128MiB --l2-path "$TMP/l2" --l2-size 64MiB \
+	--l3-path "$TMP/l3"; then
 	not_ok "kvtierd starts"; cat "$TMP/d.log"; finish; exit 1
 fi
 KVT_PORT=$PORT
@@ -70,6 +81,19 @@ check "Prometheus saw kvtier_blocks_stored_total move" \
 	wait_value 'kvtier_blocks_stored_total > bool 0' 1
 check "Prometheus saw the store op histogram count" \
 	wait_value 'kvtier_op_duration_seconds_count{op="store"} > bool 0' 1
+# Every expression of the dashboard, its $__rate_interval as a minute: series come back.
+python3 -c '
+import json, sys
+for p in json.load(open(sys.argv[1]))["panels"]:
+    for t in p["targets"]:
+        print(p["title"] + "\t" + t["expr"].replace("$__rate_interval", "1m"))
+' "$MON/kvtier-grafana.json" >"$TMP/exprs"
+check "the dashboard has expressions" test -s "$TMP/exprs"
+while IFS="$(printf '\t')" read -r title expr; do
+	n=$(curl -s "http://127.0.0.1:$PROM_PORT/api/v1/query" --data-urlencode "query=$expr" |
+		python3 -c 'import json, sys; r = json.load(sys.stdin); print(len(r["data"]["result"]) if r["status"] == "success" else -1)')
+	check "dashboard, $title: $expr returns series (got ${n:-none})" test "${n:-0}" -gt 0
+done <"$TMP/exprs"
 kill -TERM "$DAEMON_PID"
 wait_exit
 check "kvtierd stops cleanly" test "$EXIT_CODE" = 0
