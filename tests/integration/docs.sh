@@ -47,6 +47,14 @@ while read -r flag; do
 	check "docs/configuration.md documents $flag" grep -q -- "\`$flag" "$DOC"
 done <"$TMP/help.flags"
 
+# The README names flags only that --help lists (its table gave way to a pointer).
+grep -o -- '--[a-z][a-z0-9-]*' "$SRC/README.md" | sort -u >"$TMP/readme.flags"
+# (configure's, pkg-config's, kubectl's and vllm's own flags are not kvtierd's)
+extra=$(comm -13 "$TMP/help.flags" "$TMP/readme.flags" |
+	grep -v -E -e '^--(enable|with|without)-' -e '^--(cflags|libs|prefix|from-literal|kv-transfer-config)$' |
+	tr '\n' ' ')
+check "README.md names no kvtierd flag that --help lacks${extra:+: $extra}" test -z "$extra"
+
 # And nothing documented that --help does not know.
 grep -o -- '`--[a-z0-9-]*' "$DOC" | tr -d '`' | sort -u >"$TMP/doc.flags"
 extra=$(comm -13 "$TMP/help.flags" "$TMP/doc.flags")
