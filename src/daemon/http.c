@@ -14,6 +14,8 @@
 #include <string.h>
 #include <stdarg.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -460,15 +462,44 @@ static int listen_addr(const char *listen, struct sockaddr_storage *ss, char *wh
 	return -EINVAL;
 }
 
+/*
+ * The control plane's listening socket, bound here rather than by
+ * libmicrohttpd so that a failure says why: the address in use, not one of
+ * this host, or not allowed. -errno with why.
+ */
+static int listen_socket(const char *addr, const struct sockaddr_storage *ss, char *why,
+			 size_t whylen)
+{
+	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+	socklen_t len = ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						  : sizeof(struct sockaddr_in);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(fd, (const struct sockaddr *)ss, len) || listen(fd, 128)) {
+		int err = errno;
+		snprintf(why, whylen, "cannot listen on %s: %s%s", addr, strerror(err),
+			 err == EADDRINUSE ? " (another process listens there)"
+			 : err == EADDRNOTAVAIL ? " (not an address of this host)" : "");
+		if (fd >= 0)
+			close(fd);
+		return -err;
+	}
+	return fd;
+}
+
 struct http_server *http_start(const char *listen, struct http_ctx *ctx, char *why,
 			       size_t whylen)
 {
 	struct sockaddr_storage ss;
 	if (listen_addr(listen, &ss, why, whylen))
 		return NULL;
+	int fd = listen_socket(listen, &ss, why, whylen);
+	if (fd < 0)
+		return NULL;
 	struct http_server *srv = calloc(1, sizeof(*srv));
 	if (!srv) {
 		snprintf(why, whylen, "out of memory");
+		close(fd);
 		return NULL;
 	}
 	srv->ctx = ctx;
@@ -479,7 +510,7 @@ struct http_server *http_start(const char *listen, struct http_ctx *ctx, char *w
 		flags |= MHD_USE_IPv6;
 	srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, srv,
 				    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, /* first: for every message */
-				    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+				    MHD_OPTION_LISTEN_SOCKET, fd,
 				    MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
 				    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
 				    MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTP_THREAD_STACK,
@@ -489,8 +520,9 @@ struct http_server *http_start(const char *listen, struct http_ctx *ctx, char *w
 				    MHD_OPTION_END);
 	if (!srv->mhd) {
 		http_guard_destroy(&srv->guard);
-		snprintf(why, whylen, "cannot listen on %s (in use, or not an address of this host)",
+		snprintf(why, whylen, "cannot serve on %s: libmicrohttpd did not start (threads?)",
 			 listen);
+		close(fd);
 		free(srv);
 		return NULL;
 	}

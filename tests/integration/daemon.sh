@@ -14,6 +14,15 @@ else
 	not_ok "kvtierd starts and logs ready"; cat "$TMP/d1.log"; finish; exit 1
 fi
 check "the runtime dir was created" test -d "$TMP/run"
+# A control-plane address in use, or not of this host: the reason, never "port 0".
+"$KVTIERD" --runtime-dir "$TMP/run-dup" --http "127.0.0.1:$PORT" >"$TMP/dup.out" 2>&1
+check "an address in use is named with why" \
+	grep -q "cannot listen on 127.0.0.1:$PORT: Address already in use (another process listens there)" "$TMP/dup.out"
+echo "0123456789abcdef0123" >"$TMP/token"
+"$KVTIERD" --runtime-dir "$TMP/run-foreign" --http "192.0.2.1:0" --admin-token-file "$TMP/token" \
+	--l1-size 16MiB >"$TMP/foreign.out" 2>&1
+check "an address not of this host is named with why" \
+	grep -q "cannot listen on 192.0.2.1:0: Cannot assign requested address (not an address of this host)" "$TMP/foreign.out"
 # Issue 37, item 5: the socket is group-writable whatever the umask, so workers of
 # another user in the daemon's group connect.
 check "the socket is mode 0660" test "$(stat -c %a "$TMP/run/kvtierd.sock")" = 660
