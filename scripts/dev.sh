@@ -22,7 +22,7 @@ RUN_PACKAGES="build-essential autoconf automake libtool pkg-config \
 libmicrohttpd-dev libjansson-dev liburing-dev libxxhash-dev nettle-dev python3 curl"
 TEST_PACKAGES="libcmocka-dev prometheus python3-pytest python3-numpy python3-torch
 python3-setuptools python3-matplotlib python3-venv chromium chromium-driver python3-selenium
-yamllint systemd"
+yamllint systemd mmdebstrap umoci"
 
 say() { printf '==> %s\n' "$*"; }
 
