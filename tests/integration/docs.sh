@@ -25,6 +25,11 @@ for page in "$SRC"/README.md "$SRC"/docs/*.md "$SRC"/deploy/*/README.md "$SRC"/d
 		sh -c '! grep -q "DESIGN\.md" "$1"' sh "$page"
 done
 
+# The repository says under which license it is given, and no page calls a
+# shipped part of it future work.
+check "LICENSE is there, and README.md names it" sh -c 'test -s "$1/LICENSE" && grep -q "(LICENSE)" "$1/README.md"' sh "$SRC"
+check "no page calls a part of kvtier \"(future)\"" sh -c '! grep -n "(future)" "$1"/README.md "$1"/docs/*.md' sh "$SRC"
+
 # Every program the build made answers --help: its usage on stdout, exit 0.
 BUILD=$(dirname "$KVTIERD")
 for prog in kvtierd kvtier-bench kvtier-l1-bench kvtier-l2-bench kvtier-pipeline-bench \
