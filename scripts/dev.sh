@@ -15,13 +15,14 @@ cd "$(dirname "$0")/.."
 TOP=$(pwd)
 JOBS=$(nproc 2>/dev/null || echo 2)
 
-# What building and running kvtierd needs (run), and what the tests add (test):
-# a browser, Prometheus, PyTorch. Run installs no recommended packages, so a
-# host that only runs kvtier gets no services it did not ask for.
+# What building and running kvtierd needs (run; python3-venv for make wheel),
+# and what the tests add (test): a browser, Prometheus, PyTorch, the image
+# tools. Run installs no recommended packages, so a host that only runs
+# kvtier gets no services it did not ask for.
 RUN_PACKAGES="build-essential autoconf automake libtool pkg-config \
-libmicrohttpd-dev libjansson-dev liburing-dev libxxhash-dev nettle-dev python3 curl"
+libmicrohttpd-dev libjansson-dev liburing-dev libxxhash-dev nettle-dev python3 python3-venv curl"
 TEST_PACKAGES="libcmocka-dev prometheus python3-pytest python3-numpy python3-torch
-python3-setuptools python3-matplotlib python3-venv chromium chromium-driver python3-selenium
+python3-setuptools python3-matplotlib chromium chromium-driver python3-selenium
 yamllint systemd mmdebstrap umoci"
 
 say() { printf '==> %s\n' "$*"; }
