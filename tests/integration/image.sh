@@ -28,7 +28,7 @@ print(p["user"]["uid"], p["user"]["gid"], p["args"][0])' "$TMP/bundle/config.jso
 read -r uid gid exe <"$TMP/process"
 check "the image runs as user 65532:65532" test "$uid:$gid" = 65532:65532
 check "its entrypoint is kvtierd itself, no shell ($exe)" sh -c "case '$exe' in */sbin/kvtierd) [ -x '$ROOT$exe' ];; *) false;; esac"
-check "it holds the dashboard" sh -c "ls '$ROOT'/usr*/share/kvtier/web/index.html '$ROOT'/usr/local/share/kvtier/web/index.html 2>/dev/null | grep -q ."
+check "it holds the dashboard" sh -c "find '$ROOT' -path '*/share/kvtier/web/index.html' | grep -q ."
 check "it holds the Python package for vLLM's PYTHONPATH" test -f "$ROOT/opt/kvtier/python/kvtier/libkvtier.so.0"
 check "kvtierd --version runs from the image's root, as its user" \
 	sh -c "chroot --userspec=65532:65532 '$ROOT' '$exe' --version | grep -q '^kvtierd (kvtier)'"
