@@ -20,10 +20,10 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/queue.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "client_internal.h"
+#include "clock.h"
 #include "kvtier/pipeline.h"
 #include "kvtier/protocol.h"
 
@@ -658,24 +658,13 @@ int kvt_pipeline_finished(struct kvt_pipeline *p, int load, struct kvt_pipeline_
 	return (int)n;
 }
 
-static void deadline(struct timespec *until, int timeout_ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, until);
-	until->tv_sec += timeout_ms / 1000;
-	until->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until->tv_nsec >= 1000000000L) {
-		until->tv_sec++;
-		until->tv_nsec -= 1000000000L;
-	}
-}
-
 /* Waits on the idle condition until done(p, arg) or the timeout. Lock held. */
 static int wait_until(struct kvt_pipeline *p, bool (*done)(const struct kvt_pipeline *, int),
 		      int arg, int timeout_ms)
 {
 	struct timespec until;
 	if (timeout_ms >= 0)
-		deadline(&until, timeout_ms);
+		kvt_deadline_ms(&until, (uint64_t)timeout_ms);
 	int err = 0;
 	while (!done(p, arg) && !err)
 		err = timeout_ms < 0 ? pthread_cond_wait(&p->idle, &p->lock)

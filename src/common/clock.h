@@ -20,4 +20,16 @@ static inline uint64_t kvt_now_ms(void)
 	return kvt_now_ns() / 1000000u;
 }
 
+/*
+ * ms from now on the monotonic clock, as an absolute time for
+ * pthread_cond_timedwait on a condition made with CLOCK_MONOTONIC.
+ */
+static inline void kvt_deadline_ms(struct timespec *until, uint64_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, until);
+	uint64_t ns = (uint64_t)until->tv_nsec + ms % 1000u * 1000000u;
+	until->tv_sec += (time_t)(ms / 1000u + ns / 1000000000u);
+	until->tv_nsec = (long)(ns % 1000000000u);
+}
+
 #endif

@@ -438,10 +438,7 @@ static void *keeper(void *arg)
 		walk_once(s);
 		pthread_mutex_lock(&s->lock);
 		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)s->interval_ms * 1000000u;
-		until.tv_sec += (time_t)(ns / 1000000000u);
-		until.tv_nsec = (long)(ns % 1000000000u);
+		kvt_deadline_ms(&until, s->interval_ms);
 		while (!s->stopping && !s->kicked &&
 		       pthread_cond_timedwait(&s->wake, &s->lock, &until) == 0)
 			;

@@ -4,9 +4,9 @@
 #include <errno.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "loopcall.h"
 
 struct loopcall_item {
@@ -95,13 +95,7 @@ int loopcall_run(struct loopcall *lc, int (*fn)(void *arg), void *arg)
 	uint64_t one = 1;
 	(void)!write(lc->src.fd, &one, sizeof(one));
 	struct timespec deadline;
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += LOOPCALL_DEADLINE_MS / 1000;
-	deadline.tv_nsec += (LOOPCALL_DEADLINE_MS % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	kvt_deadline_ms(&deadline, LOOPCALL_DEADLINE_MS);
 	while (!it.finished) {
 		if (it.started) { /* it runs: wait for its end, deadline or not */
 			pthread_cond_wait(&lc->done, &lc->lock);
