@@ -302,6 +302,7 @@ static int header_check(struct l3_op *op)
 	op->length = r.length;
 	op->tp_size = r.tp_size;
 	op->checksum = r.data_checksum;
+	op->signed_part = r.flags & L2FMT_RECORD_MAC;
 	return 0;
 }
 
@@ -327,11 +328,9 @@ static void verify_run(struct offload_job *job)
 {
 	struct l3_op *op = op_of_job(job);
 	const struct l3mac_key *key = op->l3->key;
-	struct l2fmt_record r;
-	(void)l2fmt_record_decode(op->hdr, &r); /* decoded by header_check already */
 	if (XXH3_64bits(op->data, op->length) != op->checksum)
 		op->verdict = -EBADMSG;
-	else if (key && !(r.flags & L2FMT_RECORD_MAC))
+	else if (key && !op->signed_part)
 		op->verdict = -ENOENT;
 	else if (key && !l3mac_verify(key, op->hdr, op->data, op->length))
 		op->verdict = -EKEYREJECTED;

@@ -125,6 +125,7 @@ struct l3_op {
 	uint8_t *hdr;                /* one aligned L2FMT_BLOCK, from begin to finish */
 	uint64_t checksum;           /* read: the header's data checksum */
 	int verdict;                 /* read: 0 verified, -EBADMSG bad (quarantine), -ENOENT unsigned */
+	bool signed_part;            /* read: its header has L2FMT_RECORD_MAC (header_check) */
 	struct offload_job job;      /* the checksum, on l3->offload's thread when there is one */
 	struct iovec iov[2];         /* publish: header and data, one write */
 	unsigned mkdir_level;        /* publish: parents being made */
