@@ -818,13 +818,14 @@ static void remove_dead_temporaries(struct l3 *l3)
 			 l3->node);
 }
 
+const char *const l3_dirs[L3_NDIRS] = {"tmp", "quarantine", "v1"};
+
 static int make_dirs(struct l3 *l3, char *why, size_t whylen)
 {
-	static const char *const dirs[] = {"tmp", "quarantine", "v1"};
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
-		if (mkdirat(l3->root_fd, dirs[i], 0755) && errno != EEXIST)
+	for (size_t i = 0; i < L3_NDIRS; i++)
+		if (mkdirat(l3->root_fd, l3_dirs[i], 0755) && errno != EEXIST)
 			return kvt_fail(why, whylen, -errno, "%s/%s: cannot create: %s", l3->root,
-					dirs[i], strerror(errno));
+					l3_dirs[i], strerror(errno));
 	/* The probe of writability: a file created and removed in tmp/. */
 	char probe[L3_PATH_MAX + 64];
 	snprintf(probe, sizeof(probe), "%s/tmp/%s.%d.start", l3->root, l3->node, (int)getpid());

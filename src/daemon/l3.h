@@ -258,6 +258,10 @@ void l3_probe(struct l3 *l3);
 const char *l3_state(const struct l3 *l3);
 const char *l3_fault_reason(const struct l3 *l3);
 
+/* L3's own directories under the root: temporaries, quarantined files, parts. */
+#define L3_NDIRS 3
+extern const char *const l3_dirs[L3_NDIRS];
+
 /* The path of (ns digest, key, rank)'s file under root (l3_name_parse reads it back). */
 int l3_part_path(char *buf, size_t len, const char *root, uint64_t ns_digest,
 		 const struct kvt_key *key, uint16_t rank);

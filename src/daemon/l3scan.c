@@ -360,13 +360,12 @@ static uint64_t expire_quarantine(struct l3scan *s, int rootfd)
  */
 static void keep_skeleton(struct l3scan *s, int rootfd)
 {
-	static const char *const dirs[] = {"tmp", "quarantine", "v1"};
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		if (mkdirat(rootfd, dirs[i], 0755) == 0) {
+	for (size_t i = 0; i < L3_NDIRS; i++) {
+		if (mkdirat(rootfd, l3_dirs[i], 0755) == 0) {
 			ADD(s, dirs_remade, 1);
-			log_warn("l3: %s/%s was gone: made again", s->root, dirs[i]);
+			log_warn("l3: %s/%s was gone: made again", s->root, l3_dirs[i]);
 		} else if (errno != EEXIST) {
-			scan_error(s, dirs[i], errno);
+			scan_error(s, l3_dirs[i], errno);
 		}
 	}
 }
