@@ -103,11 +103,6 @@ static void session_prune_leases(struct dp *dp, struct dp_session *s)
 			forget_lease_at(s, i);
 }
 
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
 /* What the leases of uid's sessions pin; expired ones pruned first when prune. */
 static uint64_t leased_by_uid(struct dp *dp, uid_t uid, bool prune)
 {
@@ -123,6 +118,22 @@ static uint64_t leased_by_uid(struct dp *dp, uid_t uid, bool prune)
 	return bytes;
 }
 
+/*
+ * Whether uid's leases may pin need more bytes within dp->peer.leased_bytes:
+ * counted as they are, then (only when that says no) with expired leases
+ * pruned first.
+ */
+static bool uid_lease_room(struct dp *dp, uid_t uid, uint64_t need)
+{
+	uint64_t cap = dp->peer.leased_bytes;
+	for (int prune = 0; prune < 2; prune++) {
+		uint64_t used = leased_by_uid(dp, uid, prune);
+		if (need <= (used < cap ? cap - used : 0))
+			return true;
+	}
+	return false;
+}
+
 bool session_lease_room(struct dp *dp, struct dp_session *s)
 {
 	if (s->nleases == dp->max_leases_per_client)
@@ -131,8 +142,7 @@ bool session_lease_room(struct dp *dp, struct dp_session *s)
 		STAT_ADD(dp, rejected.lease_limit, 1);
 		return false;
 	}
-	if (leased_by_uid(dp, s->uid, false) >= dp->peer.leased_bytes &&
-	    leased_by_uid(dp, s->uid, true) >= dp->peer.leased_bytes) {
+	if (!uid_lease_room(dp, s->uid, 1)) {
 		STAT_ADD(dp, rejected.peer_limit, 1);
 		return false;
 	}
@@ -141,9 +151,8 @@ bool session_lease_room(struct dp *dp, struct dp_session *s)
 
 bool session_keep_lease(struct dp *dp, struct dp_session *s, uint64_t lease)
 {
-	uint64_t bytes = l1_lease_bytes(dp->l1, lease), cap = dp->peer.leased_bytes;
-	if (bytes > cap - min_u64(cap, leased_by_uid(dp, s->uid, false)) &&
-	    bytes > cap - min_u64(cap, leased_by_uid(dp, s->uid, true))) {
+	uint64_t bytes = l1_lease_bytes(dp->l1, lease);
+	if (!uid_lease_room(dp, s->uid, bytes)) {
 		l1_lease_release(dp->l1, lease);
 		STAT_ADD(dp, rejected.peer_limit, 1);
 		return false;
