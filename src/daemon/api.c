@@ -408,13 +408,14 @@ static int usage_on_loop(void *arg)
 	return 0;
 }
 
-int api_namespace_usage(struct http_ctx *ctx, struct metrics_ns **out, uint32_t *n)
+int api_namespace_usage(struct http_ctx *ctx, struct metrics_ns **out, uint32_t *n,
+			struct api_error *err)
 {
 	struct usage_call uc = {.ctx = ctx};
 	int rc = loopcall_run(ctx->calls, usage_on_loop, &uc);
 	if (rc) {
 		free(uc.ns);
-		return rc;
+		return loop_failed(err, rc);
 	}
 	*out = uc.ns;
 	*n = uc.n;

@@ -20,9 +20,12 @@ int api_route(struct http_ctx *ctx, const char *method, const char *url, json_t 
 struct metrics_ns;
 /*
  * Copies every namespace's usage and quotas (on the loop thread) into a
- * malloc'd array (*out, free it) of *n. 0, or -ESHUTDOWN / -ENOMEM.
+ * malloc'd array (*out, free it) of *n. 0, or -1 with the error answer in
+ * *err (503: the loop did not take the call in time, or the daemon stops),
+ * as every endpoint that calls the loop answers it.
  */
-int api_namespace_usage(struct http_ctx *ctx, struct metrics_ns **out, uint32_t *n);
+int api_namespace_usage(struct http_ctx *ctx, struct metrics_ns **out, uint32_t *n,
+			struct api_error *err);
 
 /* Whether the method changes state (needs the admin token when one is set). */
 bool api_method_mutates(const char *method);

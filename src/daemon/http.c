@@ -192,13 +192,9 @@ static enum MHD_Result respond_metrics(struct MHD_Connection *conn, struct http_
 	size_t len = 0;
 	struct metrics_ns *ns = NULL;
 	uint32_t nns = 0;
-	int rc = api_namespace_usage(ctx, &ns, &nns);
-	if (rc == -ETIMEDOUT)
-		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "loop_busy",
-				     "the event loop did not take this call within 5 s; try again");
-	if (rc)
-		return respond_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
-				     "the daemon is stopping");
+	struct api_error err;
+	if (api_namespace_usage(ctx, &ns, &nns, &err))
+		return respond_error(conn, err.status, err.code, err.message);
 	char *text = metrics_render(ctx->l1, ctx->tiers, ctx->dp, &ctx->http_stats, ns, nns, &len);
 	free(ns);
 	if (!text)
