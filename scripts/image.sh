@@ -42,9 +42,7 @@ ldd "$ROOT$KVTIERD" 2>/dev/null | awk '/libcudart/ {print $3}' | while read -r l
 	cp -L "$lib" "$ROOT$lib"
 done
 # The wheel, and the package installed from it for vLLM's PYTHONPATH.
-WHEEL=$(sh "$TOP/scripts/wheel.sh" "$BUILD" "$ROOT/opt/kvtier/wheel")
-"$(sh "$TOP/scripts/venv.sh" wheel)/bin/pip" install -q --no-index --no-deps \
-	--target "$ROOT/opt/kvtier/python" "$WHEEL"
+sh "$TOP/scripts/wheel.sh" "$BUILD" "$ROOT/opt/kvtier/wheel" "$ROOT/opt/kvtier/python" >/dev/null
 # The user, and the directories the manifests mount over.
 echo "kvtier:x:65532:65532:kvtier:/var/lib/kvtier:/usr/sbin/nologin" >>"$ROOT/etc/passwd"
 echo "kvtier:x:65532:" >>"$ROOT/etc/group"

@@ -6,12 +6,15 @@
 # and the CUDA runtime, and tags it manylinux). `import kvtier` finds the
 # bundled library with no environment variable.
 #
-#   scripts/wheel.sh BUILD_DIR OUT_DIR    (make wheel runs it)
+#   scripts/wheel.sh BUILD_DIR OUT_DIR [TARGET]   (make wheel runs it)
+#
+# With TARGET, the wheel is also installed there (pip install --target): the
+# package as a pod puts it on the stock vLLM image's PYTHONPATH.
 #
 # The tools come from the virtual environment scripts/venv.sh wheel makes
 # from tests/requirements-wheel.txt. Prints the wheel's path.
 set -eu
-[ $# -eq 2 ] || { echo "usage: scripts/wheel.sh BUILD_DIR OUT_DIR" >&2; exit 2; }
+[ $# -eq 2 ] || [ $# -eq 3 ] || { echo "usage: scripts/wheel.sh BUILD_DIR OUT_DIR [TARGET]" >&2; exit 2; }
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "$1" && pwd)
 mkdir -p "$2"
@@ -41,4 +44,8 @@ PATH="$VENV/bin:$PATH" "$VENV/bin/auditwheel" repair --plat manylinux_2_34_x86_6
 	{ tail -30 "$STAGE/repair.log" >&2; exit 1; }
 rm -f "$OUT"/kvtier-*.whl
 cp "$STAGE"/repaired/*.whl "$OUT/"
+if [ $# -eq 3 ]; then
+	"$VENV/bin/pip" install -q --no-index --no-deps --target "$3" "$OUT"/kvtier-*.whl >&2 ||
+		{ echo "wheel.sh: cannot install the wheel into $3" >&2; exit 1; }
+fi
 ls "$OUT"/kvtier-*.whl

@@ -97,10 +97,8 @@ make -s -C "$BUILD" install DESTDIR="$TMP/inst" prefix=/usr >"$TMP/install.out" 
 # (Not from a sanitized build: its libkvtier wants the ASan runtime first in the process.)
 if ldd "$BUILD/.libs/libkvtier.so.0" 2>/dev/null | grep -q libasan; then
 	mkdir -p "$TMP/inst/opt/kvtier"
-elif WHEEL=$(KVT_VENV_ROOT=${KVT_VENV_ROOT:-$BUILD/venv} sh "$SRC/scripts/wheel.sh" "$BUILD" "$TMP/inst/opt/kvtier/wheel" 2>"$TMP/wheel.err"); then
-	WVENV=$(KVT_VENV_ROOT=${KVT_VENV_ROOT:-$BUILD/venv} sh "$SRC/scripts/venv.sh" wheel)
-	"$WVENV/bin/pip" install -q --no-index --no-deps --target "$TMP/inst/opt/kvtier/python" "$WHEEL" \
-		>"$TMP/target.out" 2>&1
+elif KVT_VENV_ROOT=${KVT_VENV_ROOT:-$BUILD/venv} sh "$SRC/scripts/wheel.sh" "$BUILD" \
+	"$TMP/inst/opt/kvtier/wheel" "$TMP/inst/opt/kvtier/python" >/dev/null 2>"$TMP/wheel.err"; then
 	check "the package on a bare PYTHONPATH (the pod's kvtier-python volume) loads its bundled library" \
 		env -u KVT_BUILDDIR -u KVTIER_LIBRARY PYTHONPATH="$TMP/inst/opt/kvtier/python" python3 -c '
 import kvtier, os, sys

@@ -32,7 +32,8 @@ export PYTHONDONTWRITEBYTECODE=1
 if [ "${KVT_VLLM_FROM_SOURCE:-0}" != 1 ]; then
 	WORK=$(mktemp -d)
 	trap 'rm -rf "$WORK"' EXIT
-	WHEEL=$(KVT_VENV_ROOT=${KVT_VENV_ROOT:-$BUILD/venv} sh "$SRC/scripts/wheel.sh" "$BUILD" "$WORK/dist") || {
+	WHEEL=$(KVT_VENV_ROOT=${KVT_VENV_ROOT:-$BUILD/venv} sh "$SRC/scripts/wheel.sh" "$BUILD" "$WORK/dist" \
+		"$WORK/package") || {
 		echo "run.sh: the wheel could not be made (scripts/wheel.sh)" >&2
 		exit 1
 	}
@@ -44,7 +45,6 @@ if [ "${KVT_VLLM_FROM_SOURCE:-0}" != 1 ]; then
 		echo "run.sh: the wheel does not work from a clean venv" >&2
 		exit 1
 	}
-	"$VENV/bin/pip" install -q --no-index --no-deps --target "$WORK/package" "$WHEEL" || exit 1
 	export KVT_PACKAGE_DIR="$WORK/package"
 fi
 [ $# -gt 0 ] || set -- "$SRC/tests/vllm"
